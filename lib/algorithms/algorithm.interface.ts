@@ -1,0 +1,58 @@
+import type { RateLimitAlgorithmName } from '../interfaces/policy.interface';
+
+/**
+ * The numbers an algorithm decides with, resolved for one request. Integers; times in milliseconds.
+ * `burst` is only read by the bucket algorithms (it defaults to `limit`).
+ */
+export interface AlgorithmParams {
+  limit: number;
+  windowMs: number;
+  burst: number;
+}
+
+/**
+ * One algorithm's verdict before it is committed. Mirrors, field for field, what its Lua fragment returns.
+ * `retryAfterMs` is only meaningful when rejected; `ttlMs` is how long the committed state must live.
+ */
+export interface AlgorithmVerdict<S> {
+  allowed: boolean;
+  remaining: number;
+  resetMs: number;
+  retryAfterMs: number;
+  delayMs: number;
+  /** State to store if the decision is committed (allowed and consuming). */
+  next: S | undefined;
+  /** Lifetime of `next` in ms; 0 means the state equals "no state" and can be deleted. */
+  ttlMs: number;
+}
+
+/** State after a refund; `ttlMs` 0 means the state equals "no state". */
+export interface AlgorithmRefund<S> {
+  next: S | undefined;
+  ttlMs: number;
+}
+
+/**
+ * An algorithm exists twice with the same decisions: as a Lua fragment run inside Redis (`lua`, one
+ * `ALG[id] = { check, commit, refund }` table) and as this TypeScript twin run by the memory store.
+ * Twins are pure: state in, verdict and next state out; the store owns time, expiry and atomicity.
+ */
+export interface RateLimitAlgorithm<S = unknown> {
+  readonly name: RateLimitAlgorithmName;
+  /** Dispatch number shared with the Lua fragment. */
+  readonly id: number;
+  /** Short tag appended to the state key, so changing a policy's algorithm never reads foreign state. */
+  readonly keyTag: string;
+  /** Redis type of the state key, used to name the key when someone else's data sits under our prefix. */
+  readonly redisType: 'hash' | 'zset';
+  /** Whether capacity is `burst` (bucket algorithms) rather than `limit`. */
+  readonly usesBurst: boolean;
+  /** The Lua fragment's source, read once when the module loads. */
+  readonly lua: string;
+  check(state: S | undefined, params: AlgorithmParams, cost: number, nowMs: number, token: string): AlgorithmVerdict<S>;
+  /**
+   * Gives back `cost` units taken earlier (`countOnly`), or releases a lease (`concurrency`, identified by
+   * `token`). Returns the new state and its lifetime, or `undefined` when there is nothing to give back.
+   */
+  refund(state: S | undefined, params: AlgorithmParams, cost: number, nowMs: number, token: string): AlgorithmRefund<S> | undefined;
+}

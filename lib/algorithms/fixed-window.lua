@@ -1,0 +1,35 @@
+--[[
+  fixed-window: at most `limit` units per aligned window floor(now / window).
+  KEY    state hash { w = window id, n = units counted in that window }
+  check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count }
+  commit writes the new count and expires the hash at the window's end; refund gives units back in the same window.
+]]
+ALG[1] = {
+  check = function(key, cost, limit, window, burst, now)
+    local id = math.floor(now / window)
+    local st = redis.call('HMGET', key, 'w', 'n')
+    local n = 0
+    if tonumber(st[1]) == id then n = tonumber(st[2]) end
+    local ends = (id + 1) * window - now
+    if n + cost <= limit then
+      local reset = 0
+      if n + cost > 0 then reset = ends end
+      return { true, limit - n - cost, reset, 0, 0, id, n + cost }
+    end
+    local reset = 0
+    if n > 0 then reset = ends end
+    return { false, limit - n, reset, ends, 0 }
+  end,
+  commit = function(key, r)
+    if r[7] == 0 then return end
+    redis.call('HSET', key, 'w', r[6], 'n', r[7])
+    redis.call('PEXPIRE', key, r[3])
+  end,
+  refund = function(key, cost, limit, window, burst, now)
+    local id = math.floor(now / window)
+    local st = redis.call('HMGET', key, 'w', 'n')
+    if tonumber(st[1]) ~= id then return end
+    local n = math.max(tonumber(st[2]) - cost, 0)
+    redis.call('HSET', key, 'n', n)
+  end,
+}

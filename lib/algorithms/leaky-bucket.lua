@@ -1,0 +1,41 @@
+--[[
+  leaky-bucket: a queue of up to `burst` units that drains at limit / window. An admitted request waits for
+  the queue ahead of it to drain: delay = level / rate (nginx limit_req without nodelay).
+  KEY    state hash { l = level × k (scaled), t = last leak (ms), k = the window the level is scaled by }
+  Reply slot 5 is the delay in ms (bucket.lua for the shared arithmetic).
+]]
+local function leakyLevel(key, limit, window, now)
+  local st = redis.call('HMGET', key, 'l', 't', 'k')
+  if not st[1] then return 0, now end
+  local level = tonumber(st[1])
+  local k = tonumber(st[3])
+  if k ~= window then level = ceildiv(level * window, k) end
+  local last = tonumber(st[2])
+  if now > last then level = level - (now - last) * limit else now = last end
+  if level < 0 then level = 0 end
+  return level, now
+end
+
+local function leakyStore(key, level, at, limit, window)
+  if level == 0 then redis.call('DEL', key) return end
+  redis.call('HSET', key, 'l', level, 't', at, 'k', window)
+  redis.call('PEXPIRE', key, ceildiv(level, limit))
+end
+
+ALG[6] = {
+  burst = true,
+  check = function(key, cost, limit, window, burst, now)
+    local level, at = leakyLevel(key, limit, window, now)
+    local r = bucket(level, cost, limit, window, burst)
+    if r[1] then r[5] = ceildiv(level, limit) end
+    r[7] = at
+    return r
+  end,
+  commit = function(key, r, now, cost, limit, window)
+    leakyStore(key, r[6], r[7], limit, window)
+  end,
+  refund = function(key, cost, limit, window, burst, now)
+    local level, at = leakyLevel(key, limit, window, now)
+    leakyStore(key, math.max(level - cost * window, 0), at, limit, window)
+  end,
+}

@@ -1,0 +1,48 @@
+--[[
+  sliding-log: exact. One sorted-set entry per unit taken, scored by its time; allowed iff the entries in
+  (now − W, now] plus cost fit the limit. Rejected requests are never logged.
+  KEY    state sorted set; member "<ms>:<n, 8 digits>", unique even for many entries in one millisecond
+         (n continues the count of entries already at that millisecond), score = ms.
+  Reply: { allowed, remaining, reset ms, retry ms, 0 }
+]]
+local function slidingLogTrim(key, window, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  return redis.call('ZCARD', key)
+end
+
+ALG[3] = {
+  check = function(key, cost, limit, window, burst, now)
+    local n = slidingLogTrim(key, window, now)
+    if n + cost <= limit then
+      local reset = 0
+      if cost > 0 then reset = window
+      elseif n > 0 then reset = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + window - now end
+      return { true, limit - n - cost, reset, 0, 0 }
+    end
+    local need = n + cost - limit
+    local retry = 0
+    if need <= n then retry = tonumber(redis.call('ZRANGE', key, need - 1, need - 1, 'WITHSCORES')[2]) + window - now end
+    local reset = 0
+    if n > 0 then reset = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + window - now end
+    return { false, math.max(limit - n, 0), reset, retry, 0 }
+  end,
+  commit = function(key, r, now, cost, limit, window)
+    if cost == 0 then return end
+    local base = redis.call('ZCOUNT', key, now, now)
+    local i = 1
+    while i <= cost do -- in chunks: unpack() has a stack limit
+      local args = {}
+      for j = i, math.min(i + 499, cost) do
+        args[#args + 1] = now
+        args[#args + 1] = string.format('%d:%08d', now, base + j)
+      end
+      redis.call('ZADD', key, unpack(args))
+      i = i + 500
+    end
+    redis.call('PEXPIRE', key, window)
+  end,
+  refund = function(key, cost, limit, window, burst, now)
+    if slidingLogTrim(key, window, now) == 0 then return end
+    redis.call('ZREMRANGEBYRANK', key, -cost, -1)
+  end,
+}

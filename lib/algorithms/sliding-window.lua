@@ -1,0 +1,55 @@
+--[[
+  sliding-window: Cloudflare's approximation. Counts of the current and previous aligned windows; the
+  previous one weighs by how much of it still overlaps the sliding window:
+  allowed iff prev·(W − e) + (cur + cost)·W <= limit·W, e = ms into the current window (exact integers).
+  KEY    state hash { w = current window id, c = its count, p = previous window's count }
+  Reply: { allowed, remaining, reset ms, retry ms, 0, window id, new count, prev }
+]]
+local function slidingCounts(key, window, now)
+  local id = math.floor(now / window)
+  local st = redis.call('HMGET', key, 'w', 'c', 'p')
+  local sid = tonumber(st[1])
+  if sid == id then return id, tonumber(st[2]), tonumber(st[3]) end
+  if sid == id - 1 then return id, 0, tonumber(st[2]) end
+  return id, 0, 0
+end
+
+local function slidingReset(id, cur, prev, window, now)
+  if cur > 0 then return (id + 2) * window - now end
+  if prev > 0 then return (id + 1) * window - now end
+  return 0
+end
+
+ALG[2] = {
+  check = function(key, cost, limit, window, burst, now)
+    local id, cur, prev = slidingCounts(key, window, now)
+    local e = now - id * window
+    local used = prev * (window - e) + cur * window
+    if used + cost * window <= limit * window then
+      local after = used + cost * window
+      return { true, math.floor((limit * window - after) / window), slidingReset(id, cur + cost, prev, window, now), 0, 0, id, cur + cost, prev }
+    end
+    local retry
+    local room = (limit - cur - cost) * window
+    if room >= 0 and prev > 0 then
+      local e2 = window - math.floor(room / prev)
+      if e2 < window then retry = e2 - e end
+    end
+    if not retry then
+      local e2 = 0
+      if cur > 0 then e2 = math.max(window - math.floor((limit - cost) * window / cur), 0) end
+      retry = (id + 1) * window + e2 - now
+    end
+    return { false, math.floor(math.max(limit * window - used, 0) / window), slidingReset(id, cur, prev, window, now), retry, 0 }
+  end,
+  commit = function(key, r)
+    if r[3] == 0 then return end
+    redis.call('HSET', key, 'w', r[6], 'c', r[7], 'p', r[8])
+    redis.call('PEXPIRE', key, r[3])
+  end,
+  refund = function(key, cost, limit, window, burst, now)
+    local id, cur, prev = slidingCounts(key, window, now)
+    if cur == 0 then return end
+    redis.call('HSET', key, 'w', id, 'c', math.max(cur - cost, 0), 'p', prev)
+  end,
+}

@@ -1,0 +1,15 @@
+export { RateLimitModule } from './rate-limit.module';
+export { RATE_LIMIT_OPTIONS, RATE_LIMIT_STORE, type RateLimitModuleExtras } from './rate-limit.module-definition';
+export { RateLimiterService, type ConsumeOptions, type MultiDecision } from './rate-limiter.service';
+export { RateLimitEngine } from './rate-limit.engine';
+export type { RateLimitModuleOptions, RateLimitHeadersMode, RateLimitStoreErrorMode } from './interfaces/module-options.interface';
+export type { RateLimitPolicy, RateLimitAlgorithmName, Duration, ContextValue, RateLimitTracker } from './interfaces/policy.interface';
+export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
+export { RateLimitConfigError } from './errors/rate-limit-config.error';
+export { RateLimitStoreError } from './errors/rate-limit-store.error';
+export { MemoryStore, type MemoryStoreOptions, type RateLimitClock } from './stores/memory.store';
+export { RedisStore, type RedisClient } from './stores/redis.store';
+export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode } from './stores/store.interface';
+export { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
+export * from './algorithms';
+export { parseDuration } from './utils/duration';

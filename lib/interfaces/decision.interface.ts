@@ -1,0 +1,31 @@
+/** The outcome of one policy for one request. Field names are part of the public contract. */
+export interface RateLimitDecision {
+  /** Whether the request may proceed. */
+  allowed: boolean;
+  /** The policy's name. */
+  policy: string;
+  /** The limit, or the burst capacity for bucket algorithms. */
+  limit: number;
+  /** Whole units left after this decision, ≥ 0. */
+  remaining: number;
+  /** Milliseconds until the quota is fully restored. */
+  resetMs: number;
+  /**
+   * `0` when allowed; when rejected, milliseconds until this same request would be allowed if nothing else
+   * happened. `Infinity` when it can never be allowed (its cost exceeds the capacity).
+   */
+  retryAfterMs: number;
+  /** `leaky-bucket` shaping: how long the caller holds the request before proceeding. */
+  delayMs?: number;
+  /** Set when the decision did not come from the policy's own counter. */
+  reason?: RateLimitDecisionReason;
+}
+
+/**
+ * Why a decision is what it is, when that is not the plain counter:
+ * - `blocked`: a lockout (`blockFor`, or `block()`) is in force;
+ * - `cost-exceeds-capacity`: the cost can never fit the policy's capacity;
+ * - `store-unavailable`: the store failed and `onStoreError` decided;
+ * - `shadow`: the policy would have rejected but runs in shadow mode.
+ */
+export type RateLimitDecisionReason = 'blocked' | 'cost-exceeds-capacity' | 'store-unavailable' | 'shadow';

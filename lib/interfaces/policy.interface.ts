@@ -1,0 +1,82 @@
+import type { ExecutionContext } from '@nestjs/common';
+
+/** Names of the built-in algorithms; see the README's algorithms table. */
+export type RateLimitAlgorithmName =
+  | 'fixed-window'
+  | 'sliding-window'
+  | 'sliding-log'
+  | 'token-bucket'
+  | 'gcra'
+  | 'leaky-bucket'
+  | 'concurrency';
+
+/**
+ * A length of time: a number of milliseconds, or a string such as `'250ms'`, `'1s'`, `'1m'`, `'1h'`, `'1d'`.
+ * @example '15m'
+ */
+export type Duration = number | `${number}${'ms' | 's' | 'm' | 'h' | 'd'}`;
+
+/** A value fixed in the policy, or computed per request (plan tiers, per-route costs). */
+export type ContextValue<T> = T | ((context: ExecutionContext) => T | Promise<T>);
+
+/**
+ * Whose quota a request draws from: the client IP (`'ip'`), the authenticated user (`'user'`, falling back
+ * to the IP), or any string computed from the execution context (an API key, a tenant id, …).
+ */
+export type RateLimitTracker = 'ip' | 'user' | ((context: ExecutionContext) => string | Promise<string>);
+
+/**
+ * One rate-limiting rule. Field names are part of the public contract.
+ * @example { algorithm: 'sliding-window', limit: 100, window: '1m' }
+ */
+export interface RateLimitPolicy {
+  /** Which algorithm decides. */
+  algorithm: RateLimitAlgorithmName;
+  /** Requests (units) per window; for `concurrency`, simultaneous leases. Integer ≥ 1. */
+  limit: ContextValue<number>;
+  /** Window length; for `concurrency`, how long a lease lives if it is never released. */
+  window: ContextValue<Duration>;
+  /**
+   * Policy name, used in keys and in the `RateLimit` headers; unique on a route.
+   * @default 'default'
+   */
+  name?: string;
+  /**
+   * Units this request takes. Integer ≥ 1 (≥ 0 through the service, where 0 behaves like `peek`).
+   * @default 1
+   */
+  cost?: ContextValue<number>;
+  /**
+   * Capacity for `token-bucket`, `gcra` and `leaky-bucket`: how many units may be taken at once.
+   * @default limit
+   */
+  burst?: number;
+  /**
+   * Whose quota this request draws from.
+   * @default 'ip'
+   */
+  by?: RateLimitTracker;
+  /** Lockout: once this policy rejects a tracker, keep rejecting it for this long from that moment. */
+  blockFor?: Duration;
+  /**
+   * Share one quota between every route (and service call) that names the same scope.
+   * Without it, counters are per route (controller + handler).
+   */
+  scope?: string;
+  /**
+   * Count only some outcomes: the request is checked before the handler and refunded afterwards when its
+   * outcome is not counted (status ≥ 400 or a thrown exception is `'failed'`).
+   */
+  countOnly?: 'failed' | 'succeeded';
+  /**
+   * `'shadow'` decides and reports as usual but never rejects: for rolling out a new limit safely.
+   * @default 'enforce' (or the module's `mode`)
+   */
+  mode?: 'enforce' | 'shadow';
+  /**
+   * `leaky-bucket` only: hold an admitted request for its `delayMs` before the handler runs
+   * (nginx `limit_req` without `nodelay`). `false` makes the bucket a pure meter.
+   * @default true
+   */
+  delay?: boolean;
+}

@@ -1,0 +1,33 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
+import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { MemoryStore, type RateLimitClock } from './memory.store';
+import { RedisStore, type RedisClient } from './redis.store';
+import type { RateLimitStore } from './store.interface';
+
+/**
+ * Defaults for clients this library creates: fail fast instead of queueing while disconnected (a rate
+ * limiter must answer within its deadline), pipeline concurrent decisions automatically, and keep
+ * reconnecting in the background.
+ */
+export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  enableAutoPipelining: true,
+  retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2_000),
+};
+
+/** The store the options ask for: the memory store, or Redis from a URL, options, or a client of yours. */
+export function createStore(options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, clock?: RateLimitClock): RateLimitStore {
+  const { redis } = options;
+  if (redis === undefined) return new MemoryStore({ maxKeys: options.memory?.maxKeys, clock });
+  if (isClient(redis)) return new RedisStore(redis, registry.all(), false);
+  const client = typeof redis === 'string' ? new Redis(redis, OWNED_CLIENT_DEFAULTS) : new Redis({ ...OWNED_CLIENT_DEFAULTS, ...redis });
+  return new RedisStore(client, registry.all(), true);
+}
+
+/** A `Redis` or `Cluster` instance (duck-typed, so a second copy of ioredis in node_modules still works). */
+export function isClient(value: unknown): value is RedisClient {
+  const candidate = value as Partial<RedisClient> | null;
+  return typeof candidate?.defineCommand === 'function' && typeof candidate?.evalsha === 'function';
+}

@@ -1,0 +1,144 @@
+import type { RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, DecisionMode } from './store.interface';
+
+/** A source of time in milliseconds; tests inject a fake one. */
+export type RateLimitClock = () => number;
+
+/** Options of the in-process store. */
+export interface MemoryStoreOptions {
+  /**
+   * Most trackers' states kept at once; past it, the least recently used are evicted (their quota
+   * restarts full), so a flood of distinct keys cannot grow memory without bound.
+   * @default 100_000
+   */
+  maxKeys?: number;
+  /** Time source in ms. @default Date.now */
+  clock?: RateLimitClock;
+}
+
+interface Entry {
+  value: unknown;
+  /** Absolute ms; the entry is gone once `now > expiresAt` (as Redis expires keys). */
+  expiresAt: number;
+}
+
+/** Entries examined per write by the incremental sweep (no timer per key, no timer at all). */
+const SWEEP_BATCH = 8;
+
+/**
+ * The in-process store: runs each algorithm's TypeScript twin with exactly the steps the Lua dispatcher
+ * (`algorithms/decide.lua`) takes, so it decides as Redis would. One process only: instances do not share it.
+ */
+export class MemoryStore implements RateLimitStore {
+  private readonly entries = new Map<string, Entry>();
+  private readonly maxKeys: number;
+  private readonly clock: RateLimitClock;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.maxKeys = options.maxKeys ?? 100_000;
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /** Number of keys held, for tests and metrics. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    return this.decideSync(calls, mode);
+  }
+
+  /** Synchronous decision, for callers on the memory store's hot path. */
+  decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
+    const now = Math.floor(this.clock());
+    const verdicts: StoreVerdict[] = [];
+    const commits: Array<() => void> = [];
+    let allowed = true;
+    for (const call of calls) {
+      const verdict = this.check(call, now, mode, commits);
+      if (!verdict.allowed) allowed = false;
+      verdicts.push(verdict);
+    }
+    if (mode === 'consume' && allowed) for (const commit of commits) commit();
+    return { nowMs: now, allowed, verdicts };
+  }
+
+  async refund(calls: readonly RateLimitCall[]): Promise<void> {
+    const now = Math.floor(this.clock());
+    for (const call of calls) {
+      const state = this.read(call.stateKey, now);
+      const refund = call.algorithm.refund(state, call.params, call.cost, now, call.token);
+      if (refund) this.write(call.stateKey, refund.next, refund.ttlMs, now);
+    }
+  }
+
+  async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+    const now = Math.floor(this.clock());
+    for (const call of calls) this.write(call.blockKey, now + ms, ms, now);
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    for (const key of keys) this.entries.delete(key);
+  }
+
+  async close(): Promise<void> {
+    this.entries.clear();
+  }
+
+  private check(call: RateLimitCall, now: number, mode: DecisionMode, commits: Array<() => void>): StoreVerdict {
+    const until = this.read(call.blockKey, now) as number | undefined;
+    if (until !== undefined && until > now) {
+      return { allowed: false, remaining: 0, resetMs: until - now, retryAfterMs: until - now, delayMs: 0, reason: 1 };
+    }
+    const { algorithm, params, cost } = call;
+    const v = algorithm.check(this.read(call.stateKey, now, true), params, cost, now, call.token);
+    const verdict: StoreVerdict = { allowed: v.allowed, remaining: v.remaining, resetMs: v.resetMs, retryAfterMs: v.retryAfterMs, delayMs: v.delayMs, reason: 0 };
+    const capacity = algorithm.usesBurst ? params.burst : params.limit;
+    if (cost > capacity) {
+      return { ...verdict, allowed: false, retryAfterMs: -1, reason: 2 };
+    }
+    if (!v.allowed && call.blockForMs > 0 && mode === 'consume') {
+      this.write(call.blockKey, now + call.blockForMs, call.blockForMs, now);
+      verdict.retryAfterMs = Math.max(verdict.retryAfterMs, call.blockForMs);
+      verdict.resetMs = Math.max(verdict.resetMs, call.blockForMs);
+      verdict.reason = 1;
+    }
+    if (v.allowed) commits.push(() => this.write(call.stateKey, v.next, v.ttlMs, now));
+    return verdict;
+  }
+
+  /** The live value under `key`; `touch` marks it most recently used (LRU order is Map order). */
+  private read(key: string, now: number, touch = false): unknown {
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    if (now > entry.expiresAt) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    if (touch) {
+      this.entries.delete(key);
+      this.entries.set(key, entry);
+    }
+    return entry.value;
+  }
+
+  /** Stores `value` for `ttlMs` (0 or no value = delete), most recently used last. */
+  private write(key: string, value: unknown, ttlMs: number, now: number): void {
+    this.entries.delete(key);
+    if (value === undefined || ttlMs <= 0) return;
+    this.entries.set(key, { value, expiresAt: now + ttlMs });
+    this.sweep(now);
+  }
+
+  /** Drops a few expired entries from the least recently used end, and evicts past `maxKeys`. */
+  private sweep(now: number): void {
+    let examined = 0;
+    for (const [key, entry] of this.entries) {
+      if (examined++ >= SWEEP_BATCH) break;
+      if (now > entry.expiresAt) this.entries.delete(key);
+    }
+    while (this.entries.size > this.maxKeys) {
+      const oldest = this.entries.keys().next().value as string;
+      this.entries.delete(oldest);
+    }
+  }
+}

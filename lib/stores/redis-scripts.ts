@@ -1,0 +1,17 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
+
+const DISPATCHER = readFileSync(join(__dirname, '..', 'algorithms', 'decide.lua'), 'utf8');
+const BUCKET = readFileSync(join(__dirname, '..', 'algorithms', 'bucket.lua'), 'utf8');
+
+/**
+ * Builds the decision script for a set of algorithms: the dispatcher with their fragments spliced in.
+ * One script per algorithm keeps the common single-policy call lean; one with all of them serves routes
+ * whose policies mix algorithms.
+ */
+export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): string {
+  const fragments = algorithms.map((a) => a.lua);
+  if (algorithms.some((a) => a.usesBurst)) fragments.unshift(BUCKET);
+  return DISPATCHER.replace('--@fragments', () => fragments.join('\n'));
+}

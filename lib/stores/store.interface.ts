@@ -1,0 +1,57 @@
+import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
+
+/** One policy's part of a decision, fully resolved: what the store needs and nothing else. */
+export interface RateLimitCall {
+  algorithm: RateLimitAlgorithm;
+  params: AlgorithmParams;
+  /** Units to take (or to give back, for a refund). */
+  cost: number;
+  /** Lockout length after a rejection; 0 = none. */
+  blockForMs: number;
+  /** Key of the algorithm's state. */
+  stateKey: string;
+  /** Key of the policy's lockout. */
+  blockKey: string;
+  /** Lease id for `concurrency`; '' otherwise. */
+  token: string;
+}
+
+/** Why a verdict is what it is: 0 the counter, 1 a lockout, 2 the cost exceeds the capacity. */
+export type VerdictReason = 0 | 1 | 2;
+
+/** One policy's verdict, as the Lua script replies it. `retryAfterMs` −1 = never. */
+export interface StoreVerdict {
+  allowed: boolean;
+  remaining: number;
+  resetMs: number;
+  retryAfterMs: number;
+  delayMs: number;
+  reason: VerdictReason;
+}
+
+/** The verdicts of one decision and the store time it was made at. */
+export interface StoreDecision {
+  /** The store's clock (Redis `TIME`, or the memory store's clock), in ms. */
+  nowMs: number;
+  /** True when every policy allowed (and, when consuming, all were charged). */
+  allowed: boolean;
+  verdicts: StoreVerdict[];
+}
+
+/** `consume` charges when every policy allows; `peek` never charges. */
+export type DecisionMode = 'consume' | 'peek';
+
+/**
+ * Where counters live. Implementations decide every call of one request atomically (all or nothing).
+ */
+export interface RateLimitStore {
+  decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision>;
+  /** Gives back `cost` units per call (count-only-failures), or releases the call's lease (`concurrency`). */
+  refund(calls: readonly RateLimitCall[]): Promise<void>;
+  /** Locks each call's tracker out for `ms`, from the store's now. */
+  block(calls: readonly RateLimitCall[], ms: number): Promise<void>;
+  /** Deletes keys: `reset` and `unblock`. */
+  delete(keys: readonly string[]): Promise<void>;
+  /** Releases what the store opened. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,39 @@
+import { RateLimitConfigError } from '../errors/rate-limit-config.error';
+import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
+
+const KNOWN_OPTIONS = new Set([
+  'redis', 'prefix', 'defaultPolicy', 'headers', 'onStoreError', 'storeTimeoutMs', 'registerGuard', 'mode', 'memory', 'ipv6Subnet', 'errorMessage',
+]);
+
+/** Checks module options at bootstrap; the error names the option, the value and what is allowed. */
+export function validateModuleOptions(options: RateLimitModuleOptions): void {
+  const fail = (message: string) => new RateLimitConfigError(`RateLimitModule options: ${message}`);
+  for (const key of Object.keys(options)) {
+    if (!KNOWN_OPTIONS.has(key)) throw fail(`unknown option '${key}'; known options are ${[...KNOWN_OPTIONS].join(', ')}.`);
+  }
+  const { prefix, headers, onStoreError, storeTimeoutMs, mode, ipv6Subnet, memory, redis } = options;
+  if (prefix !== undefined && (typeof prefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix))) {
+    throw fail(`prefix: ${JSON.stringify(prefix)} must be 1-64 characters of A-Z a-z 0-9 _ . : - (no braces: they would change the cluster hash tag).`);
+  }
+  oneOf('headers', headers, ['ietf', 'legacy', 'both', 'none']);
+  oneOf('onStoreError', onStoreError, ['fail-open', 'fail-closed']);
+  oneOf('mode', mode, ['enforce', 'shadow']);
+  if (storeTimeoutMs !== undefined && !(Number.isInteger(storeTimeoutMs) && storeTimeoutMs > 0)) {
+    throw fail(`storeTimeoutMs: ${JSON.stringify(storeTimeoutMs)} must be a whole number of milliseconds ≥ 1.`);
+  }
+  if (ipv6Subnet !== undefined && !(Number.isInteger(ipv6Subnet) && ipv6Subnet >= 1 && ipv6Subnet <= 128)) {
+    throw fail(`ipv6Subnet: ${JSON.stringify(ipv6Subnet)} must be a prefix length from 1 to 128.`);
+  }
+  if (memory?.maxKeys !== undefined && !(Number.isInteger(memory.maxKeys) && memory.maxKeys >= 1)) {
+    throw fail(`memory.maxKeys: ${JSON.stringify(memory.maxKeys)} must be a whole number ≥ 1.`);
+  }
+  if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
+    throw fail(`redis: ${JSON.stringify(redis)} must be a redis:// URL, ioredis options, or a Redis / Cluster instance.`);
+  }
+
+  function oneOf(field: string, value: unknown, allowed: string[]): void {
+    if (value !== undefined && !allowed.includes(value as string)) {
+      throw fail(`${field}: ${JSON.stringify(value)} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}.`);
+    }
+  }
+}
