@@ -47,6 +47,11 @@ export class RateLimitEngine {
     const result = await this.store.decide(calls, mode);
     return { allowed: result.allowed, decisions: toDecisions(requests, result, mode), calls };
   }
+
+  /** Gives back the cost of `calls` (count-only outcomes), or releases their leases (`concurrency`). */
+  async refund(calls: readonly RateLimitCall[]): Promise<void> {
+    await this.store.refund(calls);
+  }
 }
 
 /**
