@@ -1,15 +1,24 @@
 export { RateLimitModule } from './rate-limit.module';
 export { RATE_LIMIT_OPTIONS, RATE_LIMIT_STORE, type RateLimitModuleExtras } from './rate-limit.module-definition';
-export { RateLimiterService, type ConsumeOptions, type MultiDecision } from './rate-limiter.service';
+export { RateLimiterService, type ConsumeOptions, type MultiDecision, type AcquireOptions, type RateLimitLease } from './rate-limiter.service';
 export { RateLimitEngine } from './rate-limit.engine';
-export type { RateLimitModuleOptions, RateLimitHeadersMode, RateLimitStoreErrorMode } from './interfaces/module-options.interface';
+export type {
+  RateLimitModuleOptions,
+  RateLimitHeadersMode,
+  RateLimitStoreErrorMode,
+  RateLimitHooks,
+  RateLimitDecisionEvent,
+} from './interfaces/module-options.interface';
 export type { RateLimitPolicy, RateLimitAlgorithmName, Duration, ContextValue, RateLimitTracker } from './interfaces/policy.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
 export { RateLimitConfigError } from './errors/rate-limit-config.error';
 export { RateLimitStoreError } from './errors/rate-limit-store.error';
+export { RateLimitWaitError } from './errors/rate-limit-wait.error';
 export { MemoryStore, type MemoryStoreOptions, type RateLimitClock } from './stores/memory.store';
 export { RedisStore, type RedisClient } from './stores/redis.store';
-export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode } from './stores/store.interface';
+export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode, StoreFallback } from './stores/store.interface';
+export { ResilientStore, type ResilientStoreOptions } from './stores/resilient.store';
+export { SheddingStore } from './stores/shedding.store';
 export { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 export * from './algorithms';
 export { parseDuration } from './utils/duration';

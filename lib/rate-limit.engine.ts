@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AlgorithmParams } from './algorithms/algorithm.interface';
 import type { RateLimitDecision } from './interfaces/decision.interface';
+import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './stores/store.interface';
 import type { CompiledPolicy } from './utils/compile-policy';
 
@@ -15,16 +16,29 @@ export interface PolicyRequest {
 
 /** The outcome of every policy of one request. */
 export interface EngineDecision {
-  /** True when every enforced policy allowed. */
+  /** True when every enforced policy allowed (shadow policies never reject). */
   allowed: boolean;
+  /** One per request, in order. */
   decisions: RateLimitDecision[];
-  /** The calls as sent to the store, to refund or release them later. */
+  /** The calls as sent to the store, in order, to refund or release them later. */
   calls: RateLimitCall[];
 }
 
-/** Turns compiled policies plus a tracker into store calls, and store verdicts into public decisions. */
+/** The engine's share of the module options. */
+export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onStoreError' | 'hooks'>;
+
+const REASONS = [undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailable'] as const;
+
+/**
+ * Turns compiled policies plus a tracker into store calls, and store verdicts into public decisions.
+ * Enforced policies are decided in one atomic store call (all or nothing); shadow policies in a second,
+ * concurrent one, so a shadow rejection never stops an enforced policy from being charged.
+ */
 export class RateLimitEngine {
-  constructor(readonly store: RateLimitStore) {}
+  constructor(
+    readonly store: RateLimitStore,
+    private readonly options: RateLimitEngineOptions = {},
+  ) {}
 
   /** Store calls for `requests`, all under one tracker (one hash tag). */
   calls(trackerPrefix: string, requests: readonly PolicyRequest[]): RateLimitCall[] {
@@ -38,31 +52,62 @@ export class RateLimitEngine {
         stateKey: base + compiled.algorithm.keyTag,
         blockKey: `${base}b`,
         token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
+        fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? 'fail-open',
+        refundable: compiled.policy.countOnly !== undefined,
       };
     });
   }
 
   async decide(trackerPrefix: string, requests: readonly PolicyRequest[], mode: DecisionMode): Promise<EngineDecision> {
+    const started = performance.now();
     const calls = this.calls(trackerPrefix, requests);
-    const result = await this.store.decide(calls, mode);
-    return { allowed: result.allowed, decisions: toDecisions(requests, result, mode), calls };
+    const shadow = requests.map((r) => this.isShadow(r.compiled));
+    const result = shadow.some(Boolean) ? await this.decideSplit(requests, calls, shadow, mode) : this.toEngineDecision(requests, calls, await this.store.decide(calls, mode), mode);
+    this.options.hooks?.decision?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
+    return result;
   }
 
   /** Gives back the cost of `calls` (count-only outcomes), or releases their leases (`concurrency`). */
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
     await this.store.refund(calls);
   }
+
+  private isShadow(compiled: CompiledPolicy): boolean {
+    return compiled.policy.mode === undefined ? this.options.mode === 'shadow' : compiled.shadow;
+  }
+
+  private async decideSplit(requests: readonly PolicyRequest[], calls: RateLimitCall[], shadow: boolean[], mode: DecisionMode): Promise<EngineDecision> {
+    const pick = <T>(items: readonly T[], wanted: boolean) => items.filter((_, i) => shadow[i] === wanted);
+    const [enforced, shadowed] = await Promise.all(
+      [false, true].map(async (wanted) => {
+        const part = pick(calls, wanted);
+        return part.length === 0 ? undefined : this.toEngineDecision(pick(requests, wanted), part, await this.store.decide(part, mode), mode);
+      }),
+    );
+    const decisions: RateLimitDecision[] = [];
+    let e = 0;
+    let s = 0;
+    for (const isShadow of shadow) {
+      if (!isShadow) decisions.push(enforced!.decisions[e++]);
+      else {
+        const d = shadowed!.decisions[s++];
+        decisions.push(d.allowed ? d : { ...d, reason: 'shadow' });
+      }
+    }
+    return { allowed: enforced?.allowed ?? true, decisions, calls };
+  }
+
+  private toEngineDecision(requests: readonly PolicyRequest[], calls: RateLimitCall[], result: StoreDecision, mode: DecisionMode): EngineDecision {
+    const uncharged = mode === 'peek' || !result.allowed;
+    const decisions = result.verdicts.map((verdict, i) => toDecision(requests[i], verdict, uncharged));
+    return { allowed: result.allowed, decisions, calls };
+  }
 }
 
 /**
- * Maps the store's verdicts to the public decision shape. When another policy rejected the request, the
+ * Maps one store verdict to the public decision shape. When another policy rejected the request, the
  * policies that allowed it were not charged, so their `remaining` is given back the request's cost.
  */
-export function toDecisions(requests: readonly PolicyRequest[], result: StoreDecision, mode: DecisionMode): RateLimitDecision[] {
-  const uncharged = mode === 'peek' || !result.allowed;
-  return result.verdicts.map((verdict, i) => toDecision(requests[i], verdict, uncharged));
-}
-
 function toDecision({ compiled, params, cost }: PolicyRequest, v: StoreVerdict, uncharged: boolean): RateLimitDecision {
   const decision: RateLimitDecision = {
     allowed: v.allowed,
@@ -72,8 +117,8 @@ function toDecision({ compiled, params, cost }: PolicyRequest, v: StoreVerdict, 
     resetMs: v.resetMs,
     retryAfterMs: v.allowed ? 0 : v.retryAfterMs < 0 ? Infinity : v.retryAfterMs,
   };
-  if (compiled.algorithm.name === 'leaky-bucket' && compiled.policy.delay !== false) decision.delayMs = v.allowed ? v.delayMs : 0;
-  if (v.reason === 1) decision.reason = 'blocked';
-  else if (v.reason === 2) decision.reason = 'cost-exceeds-capacity';
+  if (compiled.algorithm.name === 'leaky-bucket' && compiled.policy.delay !== false) decision.delayMs = v.allowed && !uncharged ? v.delayMs : 0;
+  const reason = REASONS[v.reason];
+  if (reason) decision.reason = reason;
   return decision;
 }

@@ -23,7 +23,11 @@ import { validateModuleOptions } from './utils/validate-options';
         return createStore(options, registry);
       },
     },
-    { provide: RateLimitEngine, inject: [RATE_LIMIT_STORE], useFactory: (store: RateLimitStore) => new RateLimitEngine(store) },
+    {
+      provide: RateLimitEngine,
+      inject: [RATE_LIMIT_STORE, RATE_LIMIT_OPTIONS],
+      useFactory: (store: RateLimitStore, options: RateLimitModuleOptions) => new RateLimitEngine(store, options),
+    },
     RateLimiterService,
   ],
   exports: [RateLimiterService, RateLimitEngine, RATE_LIMIT_STORE, RateLimitAlgorithmRegistry],

@@ -3,7 +3,9 @@ import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitConfigError } from './errors/rate-limit-config.error';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
-import type { RateLimitPolicy } from './interfaces/policy.interface';
+import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
+import { RateLimitWaitError } from './errors/rate-limit-wait.error';
+import { parseDuration } from './utils/duration';
 import { RateLimitEngine, type PolicyRequest } from './rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
@@ -20,6 +22,24 @@ export interface MultiDecision {
   /** True when every policy allowed (and all were charged); false when none was charged. */
   allowed: boolean;
   decisions: RateLimitDecision[];
+}
+
+/** Options of {@link RateLimiterService.acquire}. */
+export interface AcquireOptions extends ConsumeOptions {
+  /**
+   * Longest the call may wait for its turn, ms; past it `acquire` rejects at once (it never waits in vain).
+   * @default Infinity
+   */
+  maxWaitMs?: number;
+  /** Aborts the wait. */
+  signal?: AbortSignal;
+}
+
+/** A concurrency lease: holds one slot until released (or until the policy's window expires it). */
+export interface RateLimitLease {
+  decision: RateLimitDecision;
+  /** Gives the slot back; safe to call more than once. */
+  release(): Promise<void>;
 }
 
 /** Counters of programmatic calls live under this scope unless the policy sets `scope`. */
@@ -72,6 +92,84 @@ export class RateLimiterService {
     await this.engine.store.delete([call.stateKey, call.blockKey]);
   }
 
+  /** Gives back `cost` units taken earlier under `policy` (for outcomes that should not count). */
+  async refund(policy: RateLimitPolicy, key: string, cost = 1): Promise<void> {
+    await this.engine.refund(this.engine.calls(this.trackerPrefix(key), [this.request(policy, cost)]));
+  }
+
+  /** Locks `key` out of `policy` for `duration` from now (the store's clock), whatever its counter says. */
+  async block(policy: RateLimitPolicy, key: string, duration: Duration): Promise<void> {
+    const ms = parseDuration(duration, 'block duration');
+    await this.engine.store.block(this.engine.calls(this.trackerPrefix(key), [this.request(policy, 0)]), ms);
+  }
+
+  /** Lifts a lockout of `key` under `policy` (its counter is kept). */
+  async unblock(policy: RateLimitPolicy, key: string): Promise<void> {
+    const [call] = this.engine.calls(this.trackerPrefix(key), [this.request(policy, 0)]);
+    await this.engine.store.delete([call.blockKey]);
+  }
+
+  /**
+   * Takes a `concurrency` lease for non-HTTP work. When allowed, `release()` frees the slot early;
+   * otherwise `release()` does nothing. A lease never released expires after the policy's window.
+   * @example const lease = await limiter.lease(exportsPolicy, tenantId); try { … } finally { await lease.release(); }
+   */
+  async lease(policy: RateLimitPolicy, key: string): Promise<RateLimitLease> {
+    const request = this.request(policy, undefined);
+    if (request.compiled.algorithm.name !== 'concurrency') {
+      throw new RateLimitConfigError(`lease: policy '${request.compiled.name}' uses '${request.compiled.algorithm.name}'; leases need algorithm 'concurrency'.`);
+    }
+    const { decisions, calls } = await this.engine.decide(this.trackerPrefix(key), [request], 'consume');
+    let released = !decisions[0].allowed;
+    return {
+      decision: decisions[0],
+      release: async () => {
+        if (released) return;
+        released = true;
+        await this.engine.refund(calls);
+      },
+    };
+  }
+
+  /**
+   * Waits until `key` may proceed under `policy`, then takes the quota and resolves with the decision:
+   * outbound throttling, shared by every instance through the store. Rejects with
+   * {@link RateLimitWaitError} as soon as the wait would exceed `maxWaitMs`, or when `signal` aborts.
+   * With `leaky-bucket` the slot is reserved at once and the call waits exactly its `delayMs`.
+   */
+  async acquire(policy: RateLimitPolicy, key: string, options: AcquireOptions = {}): Promise<RateLimitDecision> {
+    const deadline = Date.now() + (options.maxWaitMs ?? Infinity);
+    for (;;) {
+      throwIfAborted(options.signal);
+      const decision = await this.consume(policy, key, options);
+      if (decision.allowed) {
+        if (decision.delayMs) await sleep(decision.delayMs, options.signal);
+        return decision;
+      }
+      const wait = decision.retryAfterMs;
+      if (!Number.isFinite(wait) || Date.now() + wait > deadline) {
+        throw new RateLimitWaitError(
+          Number.isFinite(wait)
+            ? `acquire: '${key}' would wait ${wait} ms for policy '${decision.policy}', more than maxWaitMs (${options.maxWaitMs} ms).`
+            : `acquire: the cost can never fit policy '${decision.policy}' (limit ${decision.limit}).`,
+          wait,
+        );
+      }
+      await sleep(wait, options.signal);
+    }
+  }
+
+  /**
+   * Wraps `fn` so that every call first waits for its turn (see {@link acquire}).
+   * @example const callPartner = limiter.wrap(partnerPolicy, 'partner-api', (id: string) => http.get(id));
+   */
+  wrap<A extends unknown[], R>(policy: RateLimitPolicy, key: string, fn: (...args: A) => Promise<R> | R, options: AcquireOptions = {}): (...args: A) => Promise<R> {
+    return async (...args: A) => {
+      await this.acquire(policy, key, options);
+      return fn(...args);
+    };
+  }
+
   private trackerPrefix(key: string): string {
     if (typeof key !== 'string' || key.length === 0) {
       throw new RateLimitConfigError(`key: ${JSON.stringify(key)} must be a non-empty string (a user id, an API key, an IP…).`);
@@ -99,6 +197,29 @@ export class RateLimiterService {
     }
     return compiled;
   }
+}
+
+/** Resolves after `ms`, or rejects when `signal` aborts (clearing the timer). */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortError());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw abortError();
+}
+
+function abortError(): RateLimitWaitError {
+  return new RateLimitWaitError('acquire: aborted by its signal.', 0, true);
 }
 
 function assertDistinctNames(requests: readonly PolicyRequest[]): void {

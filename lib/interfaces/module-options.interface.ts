@@ -1,11 +1,32 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { RateLimitDecision } from './decision.interface';
 import type { RateLimitPolicy } from './policy.interface';
 
 /** Which rate-limit response headers to send. */
 export type RateLimitHeadersMode = 'ietf' | 'legacy' | 'both' | 'none';
 
-/** What a request gets when the store errors or misses its deadline. */
-export type RateLimitStoreErrorMode = 'fail-open' | 'fail-closed';
+/**
+ * What a request gets when the store errors or misses its deadline: allowed (`fail-open`), rejected with
+ * HTTP 503 (`fail-closed`), or decided by an in-process store holding a share of the limit (`insurance`).
+ */
+export type RateLimitStoreErrorMode = 'fail-open' | 'fail-closed' | 'insurance';
+
+/** Hooks called synchronously; keep them cheap (they never add a store round trip). */
+export interface RateLimitHooks {
+  /** Every decision of a request, after the store answered (or a fallback decided). */
+  decision?: (event: RateLimitDecisionEvent) => void;
+  /** Every store failure or missed deadline (logging is separate and rate-limited). */
+  storeError?: (error: Error) => void;
+}
+
+/** What {@link RateLimitHooks.decision} receives. */
+export interface RateLimitDecisionEvent {
+  /** Whether the request may proceed (shadow rejections do not count). */
+  allowed: boolean;
+  decisions: RateLimitDecision[];
+  /** Decision latency, ms (store round trip included). */
+  durationMs: number;
+}
 
 /**
  * Options of {@link RateLimitModule.forRoot}.
@@ -30,7 +51,8 @@ export interface RateLimitModuleOptions {
    */
   headers?: RateLimitHeadersMode;
   /**
-   * When the store fails or is too slow: let the request through, or reject it (HTTP 503).
+   * When the store fails or is too slow: let the request through, reject it (HTTP 503), or decide with
+   * the in-process `insurance` store. A policy's own `onStoreError` overrides it.
    * @default 'fail-open'
    */
   onStoreError?: RateLimitStoreErrorMode;
@@ -39,6 +61,22 @@ export interface RateLimitModuleOptions {
    * @default 100
    */
   storeTimeoutMs?: number;
+  /**
+   * `insurance` fallback: the share of each limit one instance may grant while the store is away; with N
+   * instances, 1/N keeps the total at the limit.
+   * @default 1
+   */
+  insuranceShare?: number;
+  /**
+   * Answer repeated requests of a client that is already rejected from this instance until its
+   * `retryAfter` has passed, without asking Redis (exact; see the README). `false` turns it off.
+   * @default { maxKeys: 10_000 }
+   */
+  hotKeyShedding?: false | { maxKeys?: number };
+  /** Least interval between two store-error log lines, ms. @default 10_000 */
+  storeErrorLogIntervalMs?: number;
+  /** Hooks for metrics and audit. */
+  hooks?: RateLimitHooks;
   /**
    * Register {@link RateLimitGuard} as a global `APP_GUARD`.
    * @default true

@@ -79,4 +79,9 @@ export interface RateLimitPolicy {
    * @default true
    */
   delay?: boolean;
+  /**
+   * What this policy answers when the store fails or misses `storeTimeoutMs`; overrides the module's
+   * `onStoreError`.
+   */
+  onStoreError?: 'fail-open' | 'fail-closed' | 'insurance';
 }

@@ -3,6 +3,8 @@ import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registr
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { MemoryStore, type RateLimitClock } from './memory.store';
 import { RedisStore, type RedisClient } from './redis.store';
+import { ResilientStore } from './resilient.store';
+import { SheddingStore } from './shedding.store';
 import type { RateLimitStore } from './store.interface';
 
 /**
@@ -17,13 +19,31 @@ export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
   retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2_000),
 };
 
-/** The store the options ask for: the memory store, or Redis from a URL, options, or a client of yours. */
+/**
+ * The store the options ask for: the memory store, or Redis (from a URL, options, or a client of yours)
+ * behind deadlines and fallbacks ({@link ResilientStore}) and hot-key shedding ({@link SheddingStore}).
+ */
 export function createStore(options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, clock?: RateLimitClock): RateLimitStore {
   const { redis } = options;
   if (redis === undefined) return new MemoryStore({ maxKeys: options.memory?.maxKeys, clock });
-  if (isClient(redis)) return new RedisStore(redis, registry.all(), false);
+  const redisStore = isClient(redis) ? new RedisStore(redis, registry.all(), false) : new RedisStore(createClient(redis, options), registry.all(), true);
+  const resilient = new ResilientStore(redisStore, {
+    timeoutMs: options.storeTimeoutMs ?? 100,
+    insuranceShare: options.insuranceShare ?? 1,
+    logIntervalMs: options.storeErrorLogIntervalMs ?? 10_000,
+    retryAfterFailureMs: 250,
+    onError: options.hooks?.storeError,
+  });
+  const shedding = options.hotKeyShedding ?? {};
+  return shedding === false ? resilient : new SheddingStore(resilient, shedding.maxKeys ?? 10_000);
+}
+
+function createClient(redis: string | RedisOptions, options: RateLimitModuleOptions): Redis {
   const client = typeof redis === 'string' ? new Redis(redis, OWNED_CLIENT_DEFAULTS) : new Redis({ ...OWNED_CLIENT_DEFAULTS, ...redis });
-  return new RedisStore(client, registry.all(), true);
+  // Connection errors surface through decisions (logged at most once per interval by ResilientStore);
+  // without a listener ioredis would print every reconnect attempt.
+  client.on('error', (error: Error) => options.hooks?.storeError?.(error));
+  return client;
 }
 
 /** A `Redis` or `Cluster` instance (duck-typed, so a second copy of ioredis in node_modules still works). */

@@ -14,10 +14,23 @@ export interface RateLimitCall {
   blockKey: string;
   /** Lease id for `concurrency`; '' otherwise. */
   token: string;
+  /** What this call gets when the store fails or misses its deadline. */
+  fallback: StoreFallback;
+  /** Whether units may be given back later (`countOnly`), so a rejection is not final until its retry time. */
+  refundable: boolean;
 }
 
-/** Why a verdict is what it is: 0 the counter, 1 a lockout, 2 the cost exceeds the capacity. */
-export type VerdictReason = 0 | 1 | 2;
+/**
+ * `fail-open` allows, `fail-closed` rejects, `insurance` decides with an in-process store holding a share
+ * of the limit until the store answers again.
+ */
+export type StoreFallback = 'fail-open' | 'fail-closed' | 'insurance';
+
+/**
+ * Why a verdict is what it is: 0 the counter, 1 a lockout, 2 the cost exceeds the capacity,
+ * 3 the store was unavailable and the call's fallback decided.
+ */
+export type VerdictReason = 0 | 1 | 2 | 3;
 
 /** One policy's verdict, as the Lua script replies it. `retryAfterMs` −1 = never. */
 export interface StoreVerdict {

@@ -19,7 +19,7 @@ export interface CompiledPolicy {
   readonly staticCost: number | undefined;
 }
 
-const KNOWN_FIELDS = new Set(['algorithm', 'limit', 'window', 'name', 'cost', 'burst', 'by', 'blockFor', 'scope', 'countOnly', 'mode', 'delay']);
+const KNOWN_FIELDS = new Set(['algorithm', 'limit', 'window', 'name', 'cost', 'burst', 'by', 'blockFor', 'scope', 'countOnly', 'mode', 'delay', 'onStoreError']);
 const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Largest limit × window (ms) the integer arithmetic stays exact for, in Lua and in JavaScript. */
 const MAX_SCALED = 2 ** 50;
@@ -56,6 +56,7 @@ export function compilePolicy(policy: RateLimitPolicy, registry: RateLimitAlgori
   }
   oneOf(policy.countOnly, ['failed', 'succeeded'], at('countOnly'));
   oneOf(policy.mode, ['enforce', 'shadow'], at('mode'));
+  oneOf(policy.onStoreError, ['fail-open', 'fail-closed', 'insurance'], at('onStoreError'));
   if (policy.delay !== undefined && typeof policy.delay !== 'boolean') throw fail(`delay: ${JSON.stringify(policy.delay)} must be true or false.`);
   if (policy.countOnly && algorithm.name === 'concurrency') throw fail(`countOnly cannot be combined with 'concurrency': a lease is always given back when the work ends.`);
 

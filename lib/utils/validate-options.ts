@@ -3,6 +3,7 @@ import type { RateLimitModuleOptions } from '../interfaces/module-options.interf
 
 const KNOWN_OPTIONS = new Set([
   'redis', 'prefix', 'defaultPolicy', 'headers', 'onStoreError', 'storeTimeoutMs', 'registerGuard', 'mode', 'memory', 'ipv6Subnet', 'errorMessage',
+  'insuranceShare', 'hotKeyShedding', 'storeErrorLogIntervalMs', 'hooks',
 ]);
 
 /** Checks module options at bootstrap; the error names the option, the value and what is allowed. */
@@ -16,7 +17,17 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
     throw fail(`prefix: ${JSON.stringify(prefix)} must be 1-64 characters of A-Z a-z 0-9 _ . : - (no braces: they would change the cluster hash tag).`);
   }
   oneOf('headers', headers, ['ietf', 'legacy', 'both', 'none']);
-  oneOf('onStoreError', onStoreError, ['fail-open', 'fail-closed']);
+  oneOf('onStoreError', onStoreError, ['fail-open', 'fail-closed', 'insurance']);
+  const { insuranceShare, hotKeyShedding, storeErrorLogIntervalMs } = options;
+  if (insuranceShare !== undefined && !(typeof insuranceShare === 'number' && insuranceShare > 0 && insuranceShare <= 1)) {
+    throw fail(`insuranceShare: ${JSON.stringify(insuranceShare)} must be a number in (0, 1], for example 1 / the number of instances.`);
+  }
+  if (hotKeyShedding !== undefined && hotKeyShedding !== false && !(typeof hotKeyShedding === 'object' && (hotKeyShedding.maxKeys === undefined || (Number.isInteger(hotKeyShedding.maxKeys) && hotKeyShedding.maxKeys > 0)))) {
+    throw fail(`hotKeyShedding: ${JSON.stringify(hotKeyShedding)} must be false or { maxKeys: <whole number ≥ 1> }.`);
+  }
+  if (storeErrorLogIntervalMs !== undefined && !(Number.isInteger(storeErrorLogIntervalMs) && storeErrorLogIntervalMs >= 0)) {
+    throw fail(`storeErrorLogIntervalMs: ${JSON.stringify(storeErrorLogIntervalMs)} must be a whole number of milliseconds ≥ 0.`);
+  }
   oneOf('mode', mode, ['enforce', 'shadow']);
   if (storeTimeoutMs !== undefined && !(Number.isInteger(storeTimeoutMs) && storeTimeoutMs > 0)) {
     throw fail(`storeTimeoutMs: ${JSON.stringify(storeTimeoutMs)} must be a whole number of milliseconds ≥ 1.`);

@@ -1,0 +1,161 @@
+import { Logger } from '@nestjs/common';
+import { RateLimitStoreError } from '../errors/rate-limit-store.error';
+import { MemoryStore } from './memory.store';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
+
+/** Options of {@link ResilientStore}. */
+export interface ResilientStoreOptions {
+  /** Deadline of one decision, ms. */
+  timeoutMs: number;
+  /** Share of each limit an instance may grant on its own while the store is away (`insurance`). */
+  insuranceShare: number;
+  /** Least interval between two store-error log lines, ms. */
+  logIntervalMs: number;
+  /** After a failure, decisions skip the store for this long before trying it again, ms. */
+  retryAfterFailureMs: number;
+  /** Called on every store failure (already rate-limited logging is separate). */
+  onError?: (error: Error) => void;
+  /** Time source, ms. */
+  clock?: () => number;
+}
+
+/**
+ * Keeps a slow or failing store from taking requests down with it. Every decision has a deadline; a
+ * failure or a missed deadline opens a short circuit during which decisions do not wait for the store at
+ * all, then the next decision tries it again (so recovery is automatic). Meanwhile each call's `fallback`
+ * decides: allow, reject, or the in-process insurance store with a share of the limit.
+ *
+ * One shared timer enforces deadlines (none per request), and only while decisions are in flight.
+ */
+export class ResilientStore implements RateLimitStore {
+  private readonly logger = new Logger('RateLimit');
+  private readonly insurance: MemoryStore;
+  private readonly pending: Array<{ deadline: number; settled: boolean; fail: (error: Error) => void }> = [];
+  private ticker: NodeJS.Timeout | undefined;
+  private openUntil = 0;
+  private lastLog = -Infinity;
+  private suppressed = 0;
+  private readonly clock: () => number;
+
+  constructor(
+    private readonly primary: RateLimitStore,
+    private readonly options: ResilientStoreOptions,
+  ) {
+    this.clock = options.clock ?? Date.now;
+    this.insurance = new MemoryStore({ clock: this.clock });
+  }
+
+  async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    if (this.clock() < this.openUntil) return this.fallback(calls, mode);
+    try {
+      return await this.withDeadline(this.primary.decide(calls, mode));
+    } catch (error) {
+      this.failed(error);
+      return this.fallback(calls, mode);
+    }
+  }
+
+  async refund(calls: readonly RateLimitCall[]): Promise<void> {
+    await this.bestEffort(() => this.primary.refund(calls));
+    if (calls.some((c) => c.fallback === 'insurance')) await this.insurance.refund(calls);
+  }
+
+  async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+    await this.withDeadline(this.primary.block(calls, ms));
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    await this.insurance.delete(keys);
+    await this.withDeadline(this.primary.delete(keys));
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.ticker);
+    this.ticker = undefined;
+    for (const entry of this.pending.splice(0)) entry.fail(new RateLimitStoreError('The rate-limit store was closed.'));
+    await this.primary.close();
+  }
+
+  /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
+  private async bestEffort(work: () => Promise<void>): Promise<void> {
+    try {
+      await this.withDeadline(work());
+    } catch (error) {
+      this.failed(error);
+    }
+  }
+
+  private withDeadline<T>(work: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const entry = { deadline: this.clock() + this.options.timeoutMs, settled: false, fail: reject };
+      this.pending.push(entry);
+      this.startTicker();
+      work.then(
+        (value) => {
+          entry.settled = true;
+          resolve(value);
+        },
+        (error: unknown) => {
+          entry.settled = true;
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** Deadlines are all `timeoutMs` long, so the queue is ordered by deadline: expire from its head. */
+  private startTicker(): void {
+    if (this.ticker) return;
+    const every = Math.max(1, Math.min(10, Math.floor(this.options.timeoutMs / 4)));
+    this.ticker = setInterval(() => {
+      const now = this.clock();
+      while (this.pending.length > 0 && (this.pending[0].settled || this.pending[0].deadline <= now)) {
+        const entry = this.pending.shift()!;
+        if (!entry.settled) {
+          entry.settled = true;
+          entry.fail(new RateLimitStoreError(`The rate-limit store did not answer within storeTimeoutMs (${this.options.timeoutMs} ms).`));
+        }
+      }
+      if (this.pending.length === 0) {
+        clearInterval(this.ticker);
+        this.ticker = undefined;
+      }
+    }, every);
+    this.ticker.unref();
+  }
+
+  private failed(error: unknown): void {
+    const err = error instanceof Error ? error : new Error(String(error));
+    this.openUntil = this.clock() + this.options.retryAfterFailureMs;
+    this.options.onError?.(err);
+    const now = this.clock();
+    if (now - this.lastLog < this.options.logIntervalMs) {
+      this.suppressed++;
+      return;
+    }
+    const more = this.suppressed > 0 ? ` (${this.suppressed} more failures since the last report)` : '';
+    this.logger.warn(`Rate-limit store unavailable: ${err.message}${more}. Deciding with each policy's onStoreError until it answers again.`);
+    this.lastLog = now;
+    this.suppressed = 0;
+  }
+
+  private async fallback(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    const insured = calls.filter((c) => c.fallback === 'insurance').map((c) => this.insuredCall(c));
+    // A fail-closed call rejects the request, so the insurance store must not charge the others.
+    const localMode = calls.some((c) => c.fallback === 'fail-closed') ? 'peek' : mode;
+    const local = insured.length > 0 ? this.insurance.decideSync(insured, localMode) : undefined;
+    let next = 0;
+    const verdicts = calls.map((call): StoreVerdict => {
+      if (call.fallback === 'insurance') return { ...local!.verdicts[next++], reason: 3 };
+      const allowed = call.fallback === 'fail-open';
+      return { allowed, remaining: allowed ? call.params.limit : 0, resetMs: 0, retryAfterMs: allowed ? 0 : 1_000, delayMs: 0, reason: 3 };
+    });
+    return { nowMs: this.clock(), allowed: verdicts.every((v) => v.allowed), verdicts };
+  }
+
+  /** The same call against a share of the limit (at least 1). */
+  private insuredCall(call: RateLimitCall): RateLimitCall {
+    const share = (n: number) => Math.max(1, Math.floor(n * this.options.insuranceShare));
+    return { ...call, params: { ...call.params, limit: share(call.params.limit), burst: share(call.params.burst) } };
+  }
+}

@@ -1,0 +1,109 @@
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
+
+interface Shed {
+  /** Local time the rejection stops being certain, ms. */
+  until: number;
+  /** Local time the rejection was decided, ms. */
+  at: number;
+  /** The calls rejected: a cheaper request, or one under a changed limit, might fit. */
+  calls: readonly RateLimitCall[];
+  decision: StoreDecision;
+}
+
+/**
+ * Hot-key shedding: once the store rejects a request with `retryAfterMs = R`, the same request (same keys,
+ * at least the same cost) is answered here until R has passed. A rejection changes no state, and nothing
+ * but time can make room (lockouts and counters only recover with time), so this is exact; leases
+ * (`concurrency`) and refundable policies can free room early and are never shed. Under one abusive client
+ * the store stops seeing its traffic. Bounded: at most `maxEntries` rejections are remembered.
+ */
+export class SheddingStore implements RateLimitStore {
+  private readonly shed = new Map<string, Shed>();
+
+  constructor(
+    private readonly inner: RateLimitStore,
+    private readonly maxEntries: number,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    const key = sheddable(calls) ? keyOf(calls) : undefined;
+    if (key !== undefined) {
+      const hit = this.lookup(key, calls);
+      if (hit) return hit;
+    }
+    const decision = await this.inner.decide(calls, mode);
+    if (key !== undefined && mode === 'consume') this.remember(key, calls, decision);
+    return decision;
+  }
+
+  refund(calls: readonly RateLimitCall[]): Promise<void> {
+    return this.inner.refund(calls);
+  }
+
+  block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+    return this.inner.block(calls, ms);
+  }
+
+  /** `reset` and `unblock` are rare operator actions: forget every remembered rejection. */
+  delete(keys: readonly string[]): Promise<void> {
+    this.shed.clear();
+    return this.inner.delete(keys);
+  }
+
+  close(): Promise<void> {
+    this.shed.clear();
+    return this.inner.close();
+  }
+
+  private lookup(key: string, calls: readonly RateLimitCall[]): StoreDecision | undefined {
+    const entry = this.shed.get(key);
+    if (!entry) return undefined;
+    const now = this.clock();
+    if (now >= entry.until) {
+      this.shed.delete(key);
+      return undefined;
+    }
+    if (!covers(entry.calls, calls)) return undefined;
+    const elapsed = now - entry.at;
+    return {
+      nowMs: entry.decision.nowMs + elapsed,
+      allowed: false,
+      verdicts: entry.decision.verdicts.map((v) => ({
+        ...v,
+        resetMs: Math.max(v.resetMs - elapsed, 0),
+        retryAfterMs: v.allowed || v.retryAfterMs < 0 ? v.retryAfterMs : Math.max(v.retryAfterMs - elapsed, 1),
+      })),
+    };
+  }
+
+  private remember(key: string, calls: readonly RateLimitCall[], decision: StoreDecision): void {
+    if (decision.allowed) return;
+    // Store-unavailable verdicts (reason 3) are fallbacks, not facts about the counter.
+    if (decision.verdicts.some((v) => v.reason === 3)) return;
+    const waits = decision.verdicts.filter((v) => !v.allowed).map((v) => v.retryAfterMs);
+    const retry = waits.some((w) => w < 0) ? Infinity : Math.max(...waits);
+    if (retry <= 0) return;
+    if (this.shed.size >= this.maxEntries) this.shed.delete(this.shed.keys().next().value as string);
+    const now = this.clock();
+    this.shed.set(key, { until: now + retry, at: now, calls, decision });
+  }
+}
+
+/** Whether a rejection of `rejected` implies one of `calls`: same limits, at least the same costs. */
+function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCall[]): boolean {
+  return calls.every((call, i) => {
+    const was = rejected[i];
+    const p = call.params;
+    return call.cost >= was.cost && p.limit === was.params.limit && p.windowMs === was.params.windowMs && p.burst === was.params.burst && call.blockForMs === was.blockForMs;
+  });
+}
+
+/** Only calls whose room can come back through time alone. */
+function sheddable(calls: readonly RateLimitCall[]): boolean {
+  return calls.every((c) => c.algorithm.name !== 'concurrency' && c.refundable !== true);
+}
+
+function keyOf(calls: readonly RateLimitCall[]): string {
+  return calls.length === 1 ? calls[0].stateKey : calls.map((c) => c.stateKey).join('|');
+}
