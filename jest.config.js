@@ -1,10 +1,23 @@
-const swc = (syntax) => ['@swc/jest', {
-  jsc: { parser: { syntax, decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true }, target: 'es2022' },
-  module: { type: 'commonjs' },
-}];
+// Nest 12 ships ES modules only; jest runs CommonJS, so SWC compiles both our TypeScript and @nestjs/*.
+const swc = (syntax) => [
+  '@swc/jest',
+  {
+    jsc: {
+      parser: { syntax, decorators: true },
+      transform: { legacyDecorator: true, decoratorMetadata: true },
+      target: 'es2022',
+    },
+    module: { type: 'commonjs' },
+  },
+];
+
+/** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': swc('typescript'), '^.+\\.m?js$': swc('ecmascript') },
   transformIgnorePatterns: ['/node_modules/(?!(@nestjs)/)'],
   testMatch: ['<rootDir>/test/**/*.spec.ts'],
+  maxWorkers: 2,
+  testTimeout: 30_000,
+  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
 };
