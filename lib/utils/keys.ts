@@ -12,9 +12,18 @@ const MAX_ENCODED = 160;
  */
 export function encodeTracker(tracker: string): string {
   if (SAFE_TRACKER.test(tracker)) return tracker;
-  const encoded = tracker.replace(/[^A-Za-z0-9._@-]/g, (c) => encodeURIComponent(c).replace(/[!'()*~]/g, hex));
+  // `u`: a character outside the BMP is one match (its two UTF-16 halves alone would make encodeURIComponent throw).
+  const encoded = tracker.replace(/[^A-Za-z0-9._@-]/gu, encodeChar);
   if (encoded.length <= MAX_ENCODED) return encoded;
-  return `#${createHash('sha256').update(tracker).digest('base64url')}`;
+  // The digest is of the encoded form, which is injective; the raw string is not UTF-8 safe (lone surrogates).
+  return `#${createHash('sha256').update(encoded).digest('base64url')}`;
+}
+
+/** Percent-encodes one code point; a lone surrogate (malformed UTF-16) becomes `%uXXXX`, which nothing else produces. */
+function encodeChar(c: string): string {
+  const code = c.charCodeAt(0);
+  if (c.length === 1 && code >= 0xd800 && code <= 0xdfff) return `%u${code.toString(16).toUpperCase()}`;
+  return encodeURIComponent(c).replace(/[!'()*~]/g, hex);
 }
 
 function hex(c: string): string {

@@ -45,7 +45,7 @@ const TRICKY = [
   'a😀b',
   '\uD83D',
   '\uDE00',
-  '\uD83D\uDE00',
+  '\uDE00\uD83D',
   'x\uD83D',
   'x\uD83E',
   '%uD83D',
