@@ -1,0 +1,325 @@
+/**
+ * ResilientStore against a hand-written fake store (slow, hanging or failing on demand): the per-decision
+ * deadline, the single shared timer, the three fallbacks, the short circuit after a failure, and the
+ * rate-limited log line.
+ */
+import { Logger } from '@nestjs/common';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { RateLimitStoreError } from '../../lib/errors/rate-limit-store.error';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RateLimitEngine, type PolicyRequest } from '../../lib/rate-limit.engine';
+import { ResilientStore, type ResilientStoreOptions } from '../../lib/stores/resilient.store';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback } from '../../lib/stores/store.interface';
+import { compilePolicy } from '../../lib/utils/compile-policy';
+import { trackerKeyPrefix } from '../../lib/utils/keys';
+
+type Behaviour = 'ok' | 'hang' | 'fail' | 'slow';
+
+/** A store that answers, never answers, fails at once, or answers after `slowMs`, as told. */
+class FakeStore implements RateLimitStore {
+  behaviour: Behaviour = 'ok';
+  slowMs = 0;
+  decides = 0;
+  refunds = 0;
+  closed = false;
+
+  decide(calls: readonly RateLimitCall[], _mode: DecisionMode): Promise<StoreDecision> {
+    this.decides++;
+    return this.answer<StoreDecision>(() => ({
+      nowMs: 0,
+      allowed: true,
+      verdicts: calls.map((c) => ({ allowed: true, remaining: c.params.limit - c.cost, resetMs: 1_000, retryAfterMs: 0, delayMs: 0, reason: 0 as const })),
+    }));
+  }
+  refund(): Promise<void> {
+    this.refunds++;
+    return this.answer(() => undefined);
+  }
+  block(): Promise<void> {
+    return this.answer(() => undefined);
+  }
+  delete(): Promise<void> {
+    return this.answer(() => undefined);
+  }
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  private answer<T>(value: () => T): Promise<T> {
+    switch (this.behaviour) {
+      case 'hang':
+        return new Promise<T>(() => undefined);
+      case 'fail':
+        return Promise.reject(new Error('ECONNREFUSED (fake)'));
+      case 'slow':
+        return new Promise<T>((resolve) => setTimeout(() => resolve(value()), this.slowMs));
+      default:
+        return Promise.resolve(value());
+    }
+  }
+}
+
+const registry = new RateLimitAlgorithmRegistry();
+const TIMEOUT = 100;
+
+function resilient(fake: FakeStore, options: Partial<ResilientStoreOptions> = {}): ResilientStore {
+  return new ResilientStore(fake, { timeoutMs: TIMEOUT, insuranceShare: 1, logIntervalMs: 10_000, retryAfterFailureMs: 250, ...options });
+}
+
+function request(policy: RateLimitPolicy): PolicyRequest {
+  const compiled = compilePolicy(policy, registry, 'test', 'svc');
+  return { compiled, params: compiled.staticParams!, cost: 1 };
+}
+
+function engineOver(store: RateLimitStore, onStoreError: StoreFallback = 'fail-open'): RateLimitEngine {
+  return new RateLimitEngine(store, { onStoreError });
+}
+
+const policy = (extra: Partial<RateLimitPolicy> = {}): RateLimitPolicy => ({ algorithm: 'fixed-window', limit: 10, window: '1h', ...extra });
+const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let warn: jest.SpyInstance;
+beforeEach(() => {
+  warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+});
+afterEach(() => {
+  jest.restoreAllMocks();
+});
+
+describe('deadline', () => {
+  it('a store that never answers: the decision falls back within storeTimeoutMs (+ one tick)', async () => {
+    const fake = new FakeStore();
+    fake.behaviour = 'hang';
+    const store = resilient(fake);
+    const engine = engineOver(store);
+    const started = performance.now();
+    const result = await engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    const elapsed = performance.now() - started;
+    expect(result.decisions[0]).toMatchObject({ allowed: true, reason: 'store-unavailable' });
+    expect(fake.decides).toBe(1);
+    expect(elapsed).toBeGreaterThanOrEqual(TIMEOUT - 1);
+    expect(elapsed).toBeLessThanOrEqual(TIMEOUT + 150);
+    await store.close();
+  });
+
+  it('operator calls (block, delete) reject with RateLimitStoreError at the deadline', async () => {
+    const fake = new FakeStore();
+    fake.behaviour = 'hang';
+    const store = resilient(fake);
+    const [call] = engineOver(store).calls(trackerKeyPrefix('rl', 'u'), [request(policy())]);
+    const started = performance.now();
+    await expect(store.block([call], 1_000)).rejects.toBeInstanceOf(RateLimitStoreError);
+    await expect(store.delete([call.stateKey])).rejects.toThrow(/did not answer within storeTimeoutMs \(100 ms\)/);
+    expect(performance.now() - started).toBeLessThanOrEqual(2 * (TIMEOUT + 150));
+    await store.close();
+  });
+
+  it('a slow answer inside the deadline is used as is', async () => {
+    const fake = new FakeStore();
+    fake.behaviour = 'slow';
+    fake.slowMs = 20;
+    const store = resilient(fake);
+    const result = await engineOver(store, 'fail-closed').decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    expect(result.decisions[0]).toEqual({ allowed: true, policy: 'default', limit: 10, remaining: 9, resetMs: 1_000, retryAfterMs: 0 });
+    await store.close();
+  });
+
+  it('uses one shared timer for any number of pending decisions, and none once they settle', async () => {
+    const created: unknown[] = [];
+    const cleared: unknown[] = [];
+    const realSetInterval = global.setInterval;
+    const realClearInterval = global.clearInterval;
+    jest.spyOn(global, 'setInterval').mockImplementation(((fn: () => void, ms?: number) => {
+      const handle = realSetInterval(fn, ms);
+      created.push(handle);
+      return handle;
+    }) as typeof setInterval);
+    jest.spyOn(global, 'clearInterval').mockImplementation(((handle?: NodeJS.Timeout) => {
+      if (handle !== undefined) cleared.push(handle);
+      realClearInterval(handle);
+    }) as typeof clearInterval);
+
+    const before = timeouts();
+    const fake = new FakeStore();
+    fake.behaviour = 'hang';
+    const store = resilient(fake, { retryAfterFailureMs: 0 });
+    const engine = engineOver(store);
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => engine.decide(trackerKeyPrefix('rl', `u${i}`), [request(policy())], 'consume')));
+    expect(results.every((r) => r.decisions[0].reason === 'store-unavailable')).toBe(true);
+    expect(fake.decides).toBe(200);
+    expect(created).toHaveLength(1);
+    // The timer never holds the process open, and is cleared once nothing is pending.
+    expect((created[0] as NodeJS.Timeout).hasRef()).toBe(false);
+    expect(cleared).toContain(created[0]);
+    expect(timeouts()).toBe(before);
+
+    // Fast answers: the timer is started for them and gone within a tick after they settle.
+    fake.behaviour = 'ok';
+    await Promise.all(Array.from({ length: 50 }, () => engine.decide(trackerKeyPrefix('rl', 'v'), [request(policy())], 'consume')));
+    expect(created).toHaveLength(2);
+    await sleep(50);
+    expect(cleared).toContain(created[1]);
+    expect(timeouts()).toBe(before);
+    expect((store as unknown as { ticker: unknown }).ticker).toBeUndefined();
+    await store.close();
+  });
+
+  it('close() fails pending decisions (they fall back) and closes the primary', async () => {
+    const fake = new FakeStore();
+    fake.behaviour = 'hang';
+    const store = resilient(fake, { timeoutMs: 60_000 });
+    const pending = engineOver(store, 'fail-closed').decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    await sleep(5);
+    await store.close();
+    expect((await pending).decisions[0]).toMatchObject({ allowed: false, reason: 'store-unavailable' });
+    expect(fake.closed).toBe(true);
+  });
+});
+
+describe('fallbacks', () => {
+  const failing = (options: Partial<ResilientStoreOptions> = {}) => {
+    const fake = new FakeStore();
+    fake.behaviour = 'fail';
+    return { fake, store: resilient(fake, { retryAfterFailureMs: 0, ...options }) };
+  };
+
+  it('fail-open allows with the full limit, reason store-unavailable', async () => {
+    const { store } = failing();
+    const d = await engineOver(store, 'fail-open').decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    expect(d.allowed).toBe(true);
+    expect(d.decisions[0]).toEqual({ allowed: true, policy: 'default', limit: 10, remaining: 10, resetMs: 0, retryAfterMs: 0, reason: 'store-unavailable' });
+  });
+
+  it('fail-closed rejects, reason store-unavailable, retry after 1 s', async () => {
+    const { store } = failing();
+    const d = await engineOver(store, 'fail-closed').decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    expect(d.allowed).toBe(false);
+    expect(d.decisions[0]).toEqual({ allowed: false, policy: 'default', limit: 10, remaining: 0, resetMs: 0, retryAfterMs: 1_000, reason: 'store-unavailable' });
+  });
+
+  it('insurance grants exactly the local share of the limit (0.5 of 10 → 5), per tracker', async () => {
+    const { store } = failing({ insuranceShare: 0.5 });
+    const engine = engineOver(store, 'insurance');
+    const run = async (tracker: string) => {
+      const out = [];
+      for (let i = 0; i < 12; i++) out.push((await engine.decide(trackerKeyPrefix('rl', tracker), [request(policy())], 'consume')).decisions[0]);
+      return out;
+    };
+    const a = await run('a');
+    expect(a.map((d) => d.allowed)).toEqual([...Array(5).fill(true), ...Array(7).fill(false)]);
+    expect(a.slice(0, 5).map((d) => d.remaining)).toEqual([4, 3, 2, 1, 0]);
+    expect(a.every((d) => d.reason === 'store-unavailable')).toBe(true);
+    expect((await run('b')).filter((d) => d.allowed)).toHaveLength(5);
+  });
+
+  it('insurance share never drops below 1, and applies to burst too', async () => {
+    const { store } = failing({ insuranceShare: 0.01 });
+    const engine = engineOver(store, 'insurance');
+    const req = request({ algorithm: 'token-bucket', limit: 10, burst: 50, window: '1h' });
+    const out = [];
+    for (let i = 0; i < 3; i++) out.push((await engine.decide(trackerKeyPrefix('rl', 'u'), [req], 'consume')).decisions[0].allowed);
+    expect(out).toEqual([true, false, false]);
+  });
+
+  it('a policy overrides the module mode, and fail-closed stops insurance from charging the other policies', async () => {
+    const { store } = failing({ insuranceShare: 0.5 });
+    const engine = engineOver(store, 'fail-open');
+    const tracker = trackerKeyPrefix('rl', 'u');
+    const insured = request(policy({ name: 'insured', onStoreError: 'insurance' }));
+    const closed = request(policy({ name: 'closed', onStoreError: 'fail-closed' }));
+    const open = request(policy({ name: 'open' }));
+    const mixed = await engine.decide(tracker, [open, insured, closed], 'consume');
+    expect(mixed.allowed).toBe(false);
+    expect(mixed.decisions.map((d) => [d.policy, d.allowed, d.reason])).toEqual([
+      ['open', true, 'store-unavailable'],
+      ['insured', true, 'store-unavailable'],
+      ['closed', false, 'store-unavailable'],
+    ]);
+    // Nothing was charged to the insurance store by the rejected request: the full share is still there.
+    const alone = [];
+    for (let i = 0; i < 6; i++) alone.push((await engine.decide(tracker, [insured], 'consume')).decisions[0].allowed);
+    expect(alone).toEqual([true, true, true, true, true, false]);
+  });
+
+  it('refunds never fail a request, and give insurance units back', async () => {
+    const { fake, store } = failing({ insuranceShare: 0.5 });
+    const engine = engineOver(store, 'insurance');
+    const tracker = trackerKeyPrefix('rl', 'u');
+    const req = request(policy());
+    let last;
+    for (let i = 0; i < 5; i++) last = await engine.decide(tracker, [req], 'consume');
+    expect((await engine.decide(tracker, [req], 'consume')).allowed).toBe(false);
+    await expect(engine.refund(last!.calls)).resolves.toBeUndefined();
+    expect(fake.refunds).toBe(1);
+    expect((await engine.decide(tracker, [req], 'consume')).allowed).toBe(true);
+  });
+});
+
+describe('circuit', () => {
+  it('after a failure, decisions within 250 ms skip the store; the next one after that reaches it (recovery)', async () => {
+    let now = 1_000_000;
+    const fake = new FakeStore();
+    const store = resilient(fake, { clock: () => now });
+    const engine = engineOver(store, 'fail-closed');
+    const decide = async () => (await engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume')).decisions[0];
+
+    expect(await decide()).toMatchObject({ allowed: true, remaining: 9 });
+    expect(fake.decides).toBe(1);
+
+    fake.behaviour = 'fail';
+    expect(await decide()).toMatchObject({ allowed: false, reason: 'store-unavailable' });
+    expect(fake.decides).toBe(2);
+
+    fake.behaviour = 'ok';
+    for (const t of [1, 100, 249]) {
+      now = 1_000_000 + t;
+      expect(await decide()).toMatchObject({ allowed: false, reason: 'store-unavailable' });
+    }
+    expect(fake.decides).toBe(2);
+
+    now = 1_000_000 + 250;
+    expect(await decide()).toEqual({ allowed: true, policy: 'default', limit: 10, remaining: 9, resetMs: 1_000, retryAfterMs: 0 });
+    expect(fake.decides).toBe(3);
+    now += 1;
+    await decide();
+    expect(fake.decides).toBe(4);
+  });
+
+  it('a missed deadline opens the circuit as well', async () => {
+    const fake = new FakeStore();
+    fake.behaviour = 'hang';
+    const store = resilient(fake);
+    const engine = engineOver(store);
+    await engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    fake.behaviour = 'ok';
+    const d = await engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    expect(d.decisions[0].reason).toBe('store-unavailable');
+    expect(fake.decides).toBe(1);
+    await store.close();
+  });
+});
+
+describe('logging and hook', () => {
+  it('logs one line for 100 failures within the interval, then one summarising line after it; the hook sees every failure', async () => {
+    let now = 5_000_000;
+    const fake = new FakeStore();
+    fake.behaviour = 'fail';
+    const errors: Error[] = [];
+    const store = resilient(fake, { clock: () => now, logIntervalMs: 60_000, onError: (e) => errors.push(e) });
+    const engine = engineOver(store);
+    for (let i = 0; i < 100; i++) {
+      await engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+      now += 251; // past the circuit, so every decision reaches the failing store
+    }
+    expect(fake.decides).toBe(100);
+    expect(errors).toHaveLength(100);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(String(warn.mock.calls[0][0])).toContain('Rate-limit store unavailable: ECONNREFUSED (fake)');
+
+    now += 60_000;
+    await engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    expect(warn).toHaveBeenCalledTimes(2);
+    expect(String(warn.mock.calls[1][0])).toContain('(99 more failures since the last report)');
+  });
+});
