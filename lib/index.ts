@@ -1,6 +1,12 @@
 export { RateLimitModule } from './rate-limit.module';
 export { RATE_LIMIT_OPTIONS, RATE_LIMIT_STORE, type RateLimitModuleExtras } from './rate-limit.module-definition';
-export { RateLimiterService, type ConsumeOptions, type MultiDecision, type AcquireOptions, type RateLimitLease } from './rate-limiter.service';
+export {
+  RateLimiterService,
+  type ConsumeOptions,
+  type MultiDecision,
+  type AcquireOptions,
+  type RateLimitLease,
+} from './rate-limiter.service';
 export { RateLimitEngine } from './rate-limit.engine';
 export type {
   RateLimitModuleOptions,
@@ -22,3 +28,7 @@ export { SheddingStore } from './stores/shedding.store';
 export { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 export * from './algorithms';
 export { parseDuration } from './utils/duration';
+export { RateLimitGuard } from './rate-limit.guard';
+export { RateLimit, SkipRateLimit, RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from './rate-limit.decorator';
+export { RateLimitExceededException, RateLimitStoreUnavailableException, type RateLimitExceededBody } from './rate-limit.exception';
+export { clientIpKey } from './http/client-ip';

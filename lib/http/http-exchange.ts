@@ -1,0 +1,53 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+
+/**
+ * The parts of a request the guard reads, common to Express (`req`) and Fastify (`request`). `ip` is what
+ * the framework computed, which honours the app's own trust-proxy setting and nothing else.
+ */
+export interface HttpRequestLike {
+  ip?: string;
+  headers: IncomingHttpHeaders;
+  user?: unknown;
+  socket?: { remoteAddress?: string };
+}
+
+/** Express `res` (a Node `ServerResponse`) or Fastify `reply` (wrapping one as `raw`). */
+export type HttpResponseLike = ServerResponse | { raw: ServerResponse; header(name: string, value: string): unknown };
+
+/** The request and response of one HTTP call, read and written without knowing the adapter. */
+export class HttpExchange {
+  readonly request: HttpRequestLike;
+  readonly response: HttpResponseLike;
+
+  constructor(context: ExecutionContext) {
+    const http = context.switchToHttp();
+    this.request = http.getRequest<HttpRequestLike>();
+    this.response = http.getResponse<HttpResponseLike>();
+  }
+
+  /** The Node response underneath: Express `res` itself, Fastify `reply.raw`. */
+  get raw(): ServerResponse {
+    return 'raw' in this.response ? this.response.raw : this.response;
+  }
+
+  /** The client address as the framework sees it (`req.ip`), or the socket peer when it has none. */
+  get ip(): string | undefined {
+    return this.request.ip ?? this.request.socket?.remoteAddress;
+  }
+
+  /** Sets a response header through the adapter (so Fastify serialises it with the reply). */
+  setHeader(name: string, value: string): void {
+    if ('raw' in this.response) this.response.header(name, value);
+    else this.response.setHeader(name, value);
+  }
+
+  /**
+   * Calls `listener` once when the response is over, however it ends: sent, an error response, or the
+   * client going away (`aborted` true when the response never finished).
+   */
+  onEnd(listener: (outcome: { statusCode: number; aborted: boolean }) => void): void {
+    const raw = this.raw;
+    raw.once('close', () => listener({ statusCode: raw.statusCode, aborted: !raw.writableFinished }));
+  }
+}

@@ -1,0 +1,57 @@
+import { applyDecorators } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { ContextValue, Duration, RateLimitAlgorithmName, RateLimitPolicy } from './interfaces/policy.interface';
+
+/** What `@RateLimit` stores on a class or a handler: the policies as written, validated at bootstrap. */
+export interface RateLimitMetadata {
+  policies: RateLimitPolicy[];
+}
+
+/**
+ * Low-level metadata decorator behind {@link RateLimit}; read it with `Reflector#get(RateLimitPolicies, target)`.
+ * Prefer `@RateLimit`, which also accepts the positional shorthand.
+ */
+export const RateLimitPolicies = Reflector.createDecorator<RateLimitMetadata>({ key: 'nestjs-redis-ratelimit:policies' });
+
+/** Low-level metadata decorator behind {@link SkipRateLimit}. */
+export const RateLimitSkip = Reflector.createDecorator<true>({ key: 'nestjs-redis-ratelimit:skip' });
+
+/**
+ * Limits a controller (every handler) or one handler. Handler metadata overrides class metadata, which
+ * overrides the module's `defaultPolicy`. Several policies are decided together: all pass or none is charged.
+ * Policies are validated when the application starts; a bad one fails `app.init()`.
+ * @example @RateLimit({ algorithm: 'sliding-window', limit: 100, window: '1m' })
+ * @example @RateLimit([{ name: 'burst', algorithm: 'token-bucket', limit: 10, window: '1s' }, { name: 'daily', algorithm: 'fixed-window', limit: 10_000, window: '1d' }])
+ */
+export function RateLimit(policy: RateLimitPolicy | RateLimitPolicy[]): ClassDecorator & MethodDecorator;
+/**
+ * Positional shorthand: `@RateLimit('sliding-window', 100, '1m')`, with any other policy field in `extra`.
+ * @example @RateLimit('gcra', 5, '1s', { name: 'writes', by: 'user' })
+ */
+export function RateLimit(
+  algorithm: RateLimitAlgorithmName,
+  limit: ContextValue<number>,
+  window: ContextValue<Duration>,
+  extra?: Partial<RateLimitPolicy>,
+): ClassDecorator & MethodDecorator;
+export function RateLimit(
+  first: RateLimitPolicy | RateLimitPolicy[] | RateLimitAlgorithmName,
+  limit?: ContextValue<number>,
+  window?: ContextValue<Duration>,
+  extra?: Partial<RateLimitPolicy>,
+): ClassDecorator & MethodDecorator {
+  const policies =
+    typeof first === 'string'
+      ? [{ ...extra, algorithm: first, limit, window } as RateLimitPolicy]
+      : ([] as RateLimitPolicy[]).concat(first);
+  return applyDecorators(RateLimitPolicies({ policies }));
+}
+
+/**
+ * Exempts a handler, or every handler of a controller, from every policy (including `defaultPolicy`).
+ * On a class, a handler's own `@RateLimit` still applies.
+ * @example @SkipRateLimit() @Get('health') health() {}
+ */
+export function SkipRateLimit(): ClassDecorator & MethodDecorator {
+  return applyDecorators(RateLimitSkip(true));
+}

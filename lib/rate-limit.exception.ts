@@ -1,0 +1,38 @@
+import { HttpException, HttpStatus } from '@nestjs/common';
+import type { RateLimitDecision } from './interfaces/decision.interface';
+
+/** JSON body of a 429. */
+export interface RateLimitExceededBody {
+  statusCode: 429;
+  message: string;
+  error: 'Too Many Requests';
+  /** Whole seconds until the same request would be allowed (the `Retry-After` value); `null` when never. */
+  retryAfter: number | null;
+}
+
+/**
+ * Thrown by {@link RateLimitGuard} when a policy rejects a request: HTTP 429 with a `Retry-After` header.
+ * `decisions` holds every policy's decision, for exception filters that want to shape their own response.
+ */
+export class RateLimitExceededException extends HttpException {
+  constructor(
+    message: string,
+    /** Seconds until the same request would be allowed; `null` when it can never be (cost above capacity). */
+    readonly retryAfter: number | null,
+    /** Every policy's decision for the rejected request. */
+    readonly decisions: readonly RateLimitDecision[] = [],
+  ) {
+    const body: RateLimitExceededBody = { statusCode: HttpStatus.TOO_MANY_REQUESTS, message, error: 'Too Many Requests', retryAfter };
+    super(body, HttpStatus.TOO_MANY_REQUESTS);
+  }
+}
+
+/**
+ * Thrown by {@link RateLimitGuard} when the store failed and `onStoreError: 'fail-closed'` rejects the
+ * request: HTTP 503, so clients and dashboards can tell "limited" from "limiter down".
+ */
+export class RateLimitStoreUnavailableException extends HttpException {
+  constructor(message = 'Rate limit store unavailable') {
+    super({ statusCode: HttpStatus.SERVICE_UNAVAILABLE, message, error: 'Service Unavailable' }, HttpStatus.SERVICE_UNAVAILABLE);
+  }
+}

@@ -1,0 +1,116 @@
+import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { HttpExchange } from './http/http-exchange';
+import { retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
+import { RateLimitHolds } from './http/request-holds';
+import type { RateLimitDecision } from './interfaces/decision.interface';
+import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
+import { RateLimitEngine } from './rate-limit.engine';
+import { RateLimitExceededException, RateLimitStoreUnavailableException } from './rate-limit.exception';
+import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
+import { decideRoute, type RouteOutcome } from './routes/decide-route';
+import type { RoutePlan } from './routes/route-plan';
+import { RateLimitRouteRegistry } from './routes/route-registry';
+import type { RateLimitCall } from './stores/store.interface';
+import type { CompiledPolicy } from './utils/compile-policy';
+
+/** Store warnings on the request path are logged at most this often. */
+const WARN_INTERVAL_MS = 10_000;
+
+/**
+ * Applies the route's policies to every HTTP request: registered as `APP_GUARD` by `RateLimitModule`
+ * (unless `registerGuard: false`, then use `@UseGuards(RateLimitGuard)`). Rejects with a
+ * {@link RateLimitExceededException} (429) or, when the store is down and `onStoreError` is
+ * `'fail-closed'`, a {@link RateLimitStoreUnavailableException} (503). Non-HTTP contexts pass through.
+ */
+@Injectable()
+export class RateLimitGuard implements CanActivate {
+  private readonly logger = new Logger('RateLimitGuard');
+  private readonly prefix: string;
+  private readonly ipv6Subnet: number;
+  private lastWarnAt = -Infinity;
+
+  constructor(
+    private readonly routes: RateLimitRouteRegistry,
+    private readonly engine: RateLimitEngine,
+    private readonly holds: RateLimitHolds,
+    @Inject(RATE_LIMIT_OPTIONS) private readonly options: RateLimitModuleOptions,
+  ) {
+    this.prefix = options.prefix ?? 'rl';
+    this.ipv6Subnet = options.ipv6Subnet ?? 64;
+  }
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType() !== 'http') return true;
+    const plan = this.routes.plan(context.getClass(), context.getHandler());
+    if (!plan) return true;
+    const exchange = new HttpExchange(context);
+    const outcome = await decideRoute({ plan, context, exchange, engine: this.engine, prefix: this.prefix, ipv6Subnet: this.ipv6Subnet });
+    writeRateLimitHeaders(exchange, this.options.headers ?? 'ietf', outcome.members, outcome.decisions);
+    this.reportShadow(plan, outcome);
+    if (!outcome.allowed) throw this.rejection(exchange, outcome.decisions);
+    if (plan.settles) this.settleOnEnd(exchange, plan, outcome);
+    await this.shape(plan, outcome.decisions);
+    return true;
+  }
+
+  /** The exception for a rejected request, after setting `Retry-After` when the wait is finite. */
+  private rejection(exchange: HttpExchange, decisions: RateLimitDecision[]): Error {
+    if (decisions.some((d) => !d.allowed && d.reason === 'store-unavailable')) return new RateLimitStoreUnavailableException();
+    const rejecting = decisions.filter((d) => !d.allowed && d.reason !== 'shadow');
+    const retryAfter = retryAfterSeconds(rejecting);
+    const message = this.options.errorMessage ?? 'Too Many Requests';
+    if (retryAfter !== null) {
+      exchange.setHeader('Retry-After', String(retryAfter));
+      return new RateLimitExceededException(message, retryAfter, decisions);
+    }
+    const never = rejecting.find((d) => !Number.isFinite(d.retryAfterMs)) as RateLimitDecision;
+    const why = `this request costs more than policy '${never.policy}' can ever allow (capacity ${never.limit}), so retrying will not help`;
+    return new RateLimitExceededException(`${message}: ${why}.`, null, decisions);
+  }
+
+  /** After the response, refunds outcomes `countOnly` does not count and releases `concurrency` leases. */
+  private settleOnEnd(exchange: HttpExchange, plan: RoutePlan, outcome: RouteOutcome): void {
+    exchange.onEnd(({ statusCode, aborted }) => {
+      const failed = aborted || statusCode >= 400;
+      const calls: RateLimitCall[] = [];
+      plan.policies.forEach(({ compiled }, i) => {
+        const { countOnly } = compiled.policy;
+        const giveBack =
+          compiled.algorithm.name === 'concurrency' || (countOnly === 'failed' && !failed) || (countOnly === 'succeeded' && failed);
+        if (giveBack && outcome.decisions[i].allowed) calls.push(outcome.calls[i]);
+      });
+      if (calls.length > 0) this.engine.refund(calls).catch((error: unknown) => this.warnStore(error));
+    });
+  }
+
+  /** Holds the request for the longest `leaky-bucket` delay among enforced policies (shaping). */
+  private async shape(plan: RoutePlan, decisions: RateLimitDecision[]): Promise<void> {
+    let delayMs = 0;
+    decisions.forEach((d, i) => {
+      if (!this.isShadow(plan.policies[i].compiled) && d.delayMs !== undefined && d.delayMs > delayMs) delayMs = d.delayMs;
+    });
+    if (delayMs > 0) await this.holds.hold(delayMs);
+  }
+
+  /** A policy's own `mode` wins over the module's, as in the engine. */
+  private isShadow(compiled: CompiledPolicy): boolean {
+    return compiled.policy.mode === undefined ? this.options.mode === 'shadow' : compiled.shadow;
+  }
+
+  private reportShadow(plan: RoutePlan, outcome: RouteOutcome): void {
+    outcome.decisions.forEach((d, i) => {
+      if (d.reason === 'shadow') {
+        this.logger.debug(
+          `shadow: policy '${d.policy}' on ${plan.route} would have rejected ${outcome.trackers[i]} (retry after ${d.retryAfterMs} ms)`,
+        );
+      }
+    });
+  }
+
+  private warnStore(error: unknown): void {
+    const now = Date.now();
+    if (now - this.lastWarnAt < WARN_INTERVAL_MS) return;
+    this.lastWarnAt = now;
+    this.logger.warn(`could not give back a refund or lease to the store: ${(error as Error)?.message ?? String(error)}`);
+  }
+}

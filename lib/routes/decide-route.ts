@@ -1,0 +1,91 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { HttpExchange } from '../http/http-exchange';
+import { resolveTracker } from '../http/tracker';
+import type { RateLimitDecision } from '../interfaces/decision.interface';
+import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../rate-limit.engine';
+import type { RateLimitCall } from '../stores/store.interface';
+import { trackerKeyPrefix } from '../utils/keys';
+import type { RoutePlan, TrackerGroup } from './route-plan';
+
+/** What one request needs to be decided against its route's plan. */
+export interface RouteDecisionInput {
+  plan: RoutePlan;
+  context: ExecutionContext;
+  exchange: HttpExchange;
+  engine: RateLimitEngine;
+  /** Key prefix (module option `prefix`). */
+  prefix: string;
+  ipv6Subnet: number;
+}
+
+/** The decision of every policy of a route; arrays are aligned with `plan.policies`. */
+export interface RouteOutcome {
+  allowed: boolean;
+  decisions: RateLimitDecision[];
+  /** The store calls, to refund or release after the response (`countOnly`, `concurrency`). */
+  calls: RateLimitCall[];
+  /** `RateLimit-Policy` members. */
+  members: string[];
+  /** The tracker each policy was decided for. */
+  trackers: string[];
+}
+
+interface GroupResult {
+  group: TrackerGroup;
+  tracker: string;
+  requests: PolicyRequest[];
+  result: EngineDecision;
+}
+
+/**
+ * Decides every policy of a route. Policies sharing a tracker go to the engine in one call (atomic: all
+ * pass or none is charged). Policies on different trackers live in different hash slots, so they are
+ * decided in parallel and, when any rejects, the groups that were charged are refunded.
+ */
+export async function decideRoute(input: RouteDecisionInput): Promise<RouteOutcome> {
+  const results = await Promise.all(input.plan.groups.map((group) => decideGroup(group, input)));
+  const allowed = results.every(({ result }) => result.allowed);
+  if (!allowed && results.length > 1) await refundCharged(results, input.engine);
+  return assemble(results, allowed, input.plan);
+}
+
+async function decideGroup(
+  group: TrackerGroup,
+  { plan, context, exchange, engine, prefix, ipv6Subnet }: RouteDecisionInput,
+): Promise<GroupResult> {
+  const [tracker, requests] = await Promise.all([
+    resolveTracker(group.by, context, exchange, ipv6Subnet),
+    Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
+  ]);
+  const result = await engine.decide(trackerKeyPrefix(prefix, tracker), requests, 'consume');
+  return { group, tracker, requests, result };
+}
+
+/** Gives back what the allowing groups took when another group rejected, so the request costs nothing. */
+async function refundCharged(results: GroupResult[], engine: RateLimitEngine): Promise<void> {
+  const charged = results.filter(({ result }) => result.allowed);
+  await Promise.all(charged.map(({ result }) => engine.refund(result.calls)));
+  for (const { result, requests } of charged) {
+    result.decisions = result.decisions.map((d, i) => ({ ...d, remaining: Math.min(d.remaining + requests[i].cost, d.limit) }));
+  }
+}
+
+function assemble(results: GroupResult[], allowed: boolean, plan: RoutePlan): RouteOutcome {
+  const size = plan.policies.length;
+  const outcome: RouteOutcome = {
+    allowed,
+    decisions: new Array(size),
+    calls: new Array(size),
+    members: new Array(size),
+    trackers: new Array(size),
+  };
+  for (const { group, tracker, requests, result } of results) {
+    group.indexes.forEach((policyIndex, i) => {
+      outcome.decisions[policyIndex] = result.decisions[i];
+      outcome.calls[policyIndex] = result.calls[i];
+      outcome.members[policyIndex] = plan.policies[policyIndex].member(requests[i].params);
+      outcome.trackers[policyIndex] = tracker;
+    });
+  }
+  return outcome;
+}

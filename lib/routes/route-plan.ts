@@ -1,0 +1,123 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { AlgorithmParams } from '../algorithms/algorithm.interface';
+import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
+import { RateLimitConfigError } from '../errors/rate-limit-config.error';
+import { policyMember } from '../http/rate-limit-headers';
+import type { Duration, RateLimitPolicy, RateLimitTracker } from '../interfaces/policy.interface';
+import type { PolicyRequest } from '../rate-limit.engine';
+import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../utils/compile-policy';
+
+/** Most distinct dynamic policy shapes whose header member is remembered per policy. */
+const MAX_MEMBERS = 256;
+
+/** One policy of a route, compiled once, with its header member precomputed when its shape is fixed. */
+export class PlannedPolicy {
+  private readonly staticMember: string | undefined;
+  private readonly members = new Map<string, string>();
+
+  constructor(
+    readonly compiled: CompiledPolicy,
+    /** Where the policy was declared, for error messages. */
+    readonly where: string,
+  ) {
+    const params = compiled.staticParams;
+    this.staticMember = params && policyMember(compiled.name, params, compiled.algorithm.usesBurst);
+  }
+
+  /** This request's limit, window and cost: precomputed, or from the policy's functions of the context. */
+  async request(context: ExecutionContext): Promise<PolicyRequest> {
+    const { compiled } = this;
+    const { limit, window, cost } = compiled.policy;
+    const params =
+      compiled.staticParams ??
+      resolveParams(compiled, await valueOf<number>(limit, context), await valueOf<Duration>(window, context), this.where);
+    const units = compiled.staticCost ?? validCost(await valueOf<number>(cost, context), `${this.where}: cost`);
+    return { compiled, params, cost: units };
+  }
+
+  /** The `RateLimit-Policy` member for `params` (memoised per shape for dynamic limits). */
+  member(params: AlgorithmParams): string {
+    if (this.staticMember !== undefined) return this.staticMember;
+    const shape = `${params.limit}/${params.windowMs}/${params.burst}`;
+    let member = this.members.get(shape);
+    if (member === undefined) {
+      member = policyMember(this.compiled.name, params, this.compiled.algorithm.usesBurst);
+      if (this.members.size >= MAX_MEMBERS) this.members.clear();
+      this.members.set(shape, member);
+    }
+    return member;
+  }
+}
+
+/** Policies of a route that share one tracker, decided in one engine call (one round trip). */
+export interface TrackerGroup {
+  by: RateLimitTracker | undefined;
+  /** Indexes into {@link RoutePlan.policies}. */
+  indexes: number[];
+}
+
+/** Everything the guard needs for one handler, built once at bootstrap (or on first use). */
+export interface RoutePlan {
+  /** `Controller.handler`, for logs. */
+  route: string;
+  policies: PlannedPolicy[];
+  groups: TrackerGroup[];
+  /** Some policy acts when the response ends (`countOnly`, `concurrency`). */
+  settles: boolean;
+}
+
+/** Where a route's policies come from, for the plan's error messages. */
+export interface PlanSource {
+  policies: RateLimitPolicy[];
+  /** Prefix of error messages, e.g. `@RateLimit on CatsController.find`. */
+  where: string;
+  /** `Controller.handler`. */
+  route: string;
+  /** Counter scope of policies without `scope`, e.g. `r=CatsController.find`. */
+  scopeKey: string;
+}
+
+/** Validates and compiles a route's policies; throws a {@link RateLimitConfigError} naming the field. */
+export function buildRoutePlan({ policies, where, route, scopeKey }: PlanSource, registry: RateLimitAlgorithmRegistry): RoutePlan {
+  if (!Array.isArray(policies) || policies.length === 0) {
+    throw new RateLimitConfigError(`${where}: expected a policy or a non-empty array of policies; use @SkipRateLimit() to exempt a route.`);
+  }
+  const planned = policies.map((policy, i) => {
+    const at = policies.length > 1 ? `${where}, policy ${i + 1} of ${policies.length}` : where;
+    return new PlannedPolicy(compilePolicy(policy, registry, at, scopeKey), at);
+  });
+  assertDistinctNames(planned, where);
+  return {
+    route,
+    policies: planned,
+    groups: groupByTracker(planned),
+    settles: planned.some(({ compiled }) => compiled.policy.countOnly !== undefined || compiled.algorithm.name === 'concurrency'),
+  };
+}
+
+function groupByTracker(policies: readonly PlannedPolicy[]): TrackerGroup[] {
+  const groups = new Map<unknown, TrackerGroup>();
+  policies.forEach(({ compiled }, index) => {
+    const by = compiled.policy.by ?? 'ip';
+    const group = groups.get(by) ?? { by, indexes: [] };
+    group.indexes.push(index);
+    groups.set(by, group);
+  });
+  return [...groups.values()];
+}
+
+function assertDistinctNames(policies: readonly PlannedPolicy[], where: string): void {
+  const seen = new Set<string>();
+  for (const { compiled } of policies) {
+    if (seen.has(compiled.name)) {
+      throw new RateLimitConfigError(
+        `${where}: name: two policies are named '${compiled.name}'; give each policy of a route its own name.`,
+      );
+    }
+    seen.add(compiled.name);
+  }
+}
+
+async function valueOf<T>(value: T | ((context: ExecutionContext) => T | Promise<T>) | undefined, context: ExecutionContext): Promise<T> {
+  return typeof value === 'function' ? (value as (context: ExecutionContext) => T | Promise<T>)(context) : (value as T);
+}

@@ -1,0 +1,103 @@
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { PATH_METADATA } from '@nestjs/common/constants';
+import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
+import { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
+import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import type { RateLimitPolicy } from '../interfaces/policy.interface';
+import { RateLimitPolicies, RateLimitSkip } from '../rate-limit.decorator';
+import { RATE_LIMIT_OPTIONS } from '../rate-limit.module-definition';
+import { buildRoutePlan, type PlanSource, type RoutePlan } from './route-plan';
+
+// eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
+type Handler = Function;
+type ControllerClass = abstract new (...args: never[]) => unknown;
+
+/**
+ * Resolves and caches each handler's {@link RoutePlan}: `@SkipRateLimit` / `@RateLimit` on the handler, then
+ * on the class, then the module's `defaultPolicy`. Every controller is planned at bootstrap, so a bad policy
+ * fails `app.init()` with a message naming the controller, the handler and the field; the request path only
+ * looks the plan up.
+ */
+@Injectable()
+export class RateLimitRouteRegistry implements OnModuleInit {
+  private readonly plans = new WeakMap<ControllerClass, Map<Handler, RoutePlan | null>>();
+  /** Scope names given out, so two controllers with the same class name never share counters. */
+  private readonly scopeNames = new Map<ControllerClass, string>();
+  private readonly takenNames = new Set<string>();
+  private readonly defaultPolicies: RateLimitPolicy[] | undefined;
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly reflector: Reflector,
+    private readonly algorithms: RateLimitAlgorithmRegistry,
+    @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
+  ) {
+    const { defaultPolicy } = options;
+    this.defaultPolicies = defaultPolicy === undefined ? undefined : ([] as RateLimitPolicy[]).concat(defaultPolicy);
+    if (this.defaultPolicies) {
+      buildRoutePlan(
+        { policies: this.defaultPolicies, where: 'RateLimitModule options: defaultPolicy', route: '', scopeKey: 'default' },
+        algorithms,
+      );
+    }
+  }
+
+  /** Plans every handler of every controller; throws on the first invalid policy. */
+  onModuleInit(): void {
+    for (const { metatype } of this.discovery.getControllers()) {
+      if (typeof metatype !== 'function') continue;
+      const prototype = metatype.prototype as Record<string, unknown>;
+      for (const name of this.scanner.getAllMethodNames(prototype)) {
+        const handler = prototype[name];
+        if (typeof handler === 'function' && this.isRoute(handler)) this.plan(metatype as ControllerClass, handler);
+      }
+    }
+  }
+
+  /** The plan of `handler` on `controller`; `null` when the route is not limited. */
+  plan(controller: ControllerClass, handler: Handler): RoutePlan | null {
+    let byHandler = this.plans.get(controller);
+    if (!byHandler) {
+      byHandler = new Map();
+      this.plans.set(controller, byHandler);
+    }
+    let plan = byHandler.get(handler);
+    if (plan === undefined) {
+      const source = this.source(controller, handler);
+      plan = source && buildRoutePlan(source, this.algorithms);
+      byHandler.set(handler, plan);
+    }
+    return plan;
+  }
+
+  private isRoute(handler: Handler): boolean {
+    return Reflect.hasMetadata(PATH_METADATA, handler) || this.reflector.get(RateLimitPolicies, handler) !== undefined;
+  }
+
+  private source(controller: ControllerClass, handler: Handler): PlanSource | null {
+    const route = `${controller.name}.${handler.name}`;
+    const scopeKey = `r=${this.scopeName(controller)}.${handler.name}`;
+    if (this.reflector.get(RateLimitSkip, handler)) return null;
+    const own = this.reflector.get(RateLimitPolicies, handler);
+    if (own) return { policies: own.policies, where: `@RateLimit on ${route}`, route, scopeKey };
+    if (this.reflector.get(RateLimitSkip, controller)) return null;
+    const inherited = this.reflector.get(RateLimitPolicies, controller);
+    if (inherited)
+      return { policies: inherited.policies, where: `@RateLimit on ${controller.name} (applied to ${route})`, route, scopeKey };
+    if (this.defaultPolicies)
+      return { policies: this.defaultPolicies, where: `RateLimitModule options: defaultPolicy (applied to ${route})`, route, scopeKey };
+    return null;
+  }
+
+  private scopeName(controller: ControllerClass): string {
+    let name = this.scopeNames.get(controller);
+    if (name === undefined) {
+      name = controller.name;
+      for (let n = 2; this.takenNames.has(name); n++) name = `${controller.name}~${n}`;
+      this.takenNames.add(name);
+      this.scopeNames.set(controller, name);
+    }
+    return name;
+  }
+}
