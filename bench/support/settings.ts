@@ -1,0 +1,37 @@
+/**
+ * Every knob of the suite is an environment variable, so a part can be run alone, short or long:
+ *   BENCH_QUICK=1           shorter everything (smoke run, ~3 minutes for the whole suite)
+ *   BENCH_ROUNDS            interleaved rounds per part (default 3)
+ *   BENCH_DECISION_MS       duration of one decisions/s cell (default 600)
+ *   BENCH_HTTP_SECONDS      autocannon duration per HTTP cell (default 3), BENCH_HTTP_WARMUP_SECONDS (default 1)
+ *   BENCH_HTTP_CONNECTIONS  autocannon connections (default 64)
+ *   BENCH_HTTP_ALGORITHM    algorithm of our guard in the HTTP part (default fixed-window)
+ *   BENCH_ONLY              comma-separated variant names to keep (decisions and HTTP parts)
+ *   BENCH_REDIS_PORT        use a running Redis on this port instead of starting one (it gets FLUSHALLed!)
+ */
+const quick = process.env.BENCH_QUICK === '1';
+
+function num(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name}=${raw} must be a positive number.`);
+  return value;
+}
+
+export const settings = {
+  quick,
+  rounds: num('BENCH_ROUNDS', quick ? 2 : 3),
+  decisionMs: num('BENCH_DECISION_MS', quick ? 300 : 600),
+  httpSeconds: num('BENCH_HTTP_SECONDS', quick ? 2 : 3),
+  httpWarmupSeconds: num('BENCH_HTTP_WARMUP_SECONDS', 1),
+  httpConnections: num('BENCH_HTTP_CONNECTIONS', 64),
+  httpAlgorithm: process.env.BENCH_HTTP_ALGORITHM ?? 'fixed-window',
+  redisPort: process.env.BENCH_REDIS_PORT ? num('BENCH_REDIS_PORT', 0) : undefined,
+  only: process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((s) => s.trim())) : undefined,
+};
+
+/** Whether a variant is selected by BENCH_ONLY (all are when it is unset). */
+export function selected(name: string): boolean {
+  return !settings.only || settings.only.has(name);
+}
