@@ -1,0 +1,393 @@
+/**
+ * The seven algorithms' Lua scripts on a real redis-server, through RateLimiterService + RedisStore.
+ *
+ * Time is Redis's own (`TIME`), so tests use short windows and small sleeps, and assert counts that do not
+ * depend on scheduling. Every number is still checked exactly: the store is wrapped in a recorder, and after
+ * each test the recorded decisions are replayed on the MemoryStore twin at the server times Redis used; the
+ * two must agree field for field.
+ */
+import { Redis } from 'ioredis';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimiterService } from '../../lib/rate-limiter.service';
+import { MemoryStore } from '../../lib/stores/memory.store';
+import { RedisStore } from '../../lib/stores/redis.store';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
+import { startRedis, type RedisProcess } from '../support/redis-server';
+
+const PREFIX = 'x';
+const L = 5;
+const W = 400;
+const ALGORITHMS: RateLimitAlgorithmName[] = [
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+  'leaky-bucket',
+  'concurrency',
+];
+const TAG: Record<RateLimitAlgorithmName, string> = {
+  'fixed-window': 'fw',
+  'sliding-window': 'sw',
+  'sliding-log': 'sl',
+  'token-bucket': 'tb',
+  gcra: 'gc',
+  'leaky-bucket': 'lb',
+  concurrency: 'cc',
+};
+
+type Operation =
+  | { kind: 'decide'; calls: readonly RateLimitCall[]; mode: DecisionMode; result: StoreDecision }
+  | { kind: 'delete'; keys: readonly string[] };
+
+/** Passes everything to Redis and remembers each decision with the server time it was made at. */
+class RecordingStore implements RateLimitStore {
+  readonly log: Operation[] = [];
+  constructor(private readonly inner: RedisStore) {}
+  async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    const result = await this.inner.decide(calls, mode);
+    this.log.push({ kind: 'decide', calls, mode, result });
+    return result;
+  }
+  async delete(keys: readonly string[]): Promise<void> {
+    await this.inner.delete(keys);
+    this.log.push({ kind: 'delete', keys });
+  }
+  refund(calls: readonly RateLimitCall[]): Promise<void> {
+    return this.inner.refund(calls);
+  }
+  block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+    return this.inner.block(calls, ms);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+  /** Server time of the n-th decision from the end (1 = the last). */
+  nowOf(fromEnd = 1): number {
+    const decisions = this.log.filter((op) => op.kind === 'decide');
+    return (decisions[decisions.length - fromEnd] as Extract<Operation, { kind: 'decide' }>).result.nowMs;
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let server: RedisProcess;
+let redis: Redis;
+let recorder: RecordingStore;
+let limiter: RateLimiterService;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
+  recorder = new RecordingStore(new RedisStore(redis, new RateLimitAlgorithmRegistry().all(), false));
+  limiter = new RateLimiterService(new RateLimitEngine(recorder), new RateLimitAlgorithmRegistry(), { prefix: PREFIX });
+});
+
+afterAll(async () => {
+  await redis?.quit();
+  await server?.stop();
+});
+
+beforeEach(async () => {
+  await redis.flushall();
+  recorder.log.length = 0;
+});
+
+afterEach(async () => {
+  // Replay every decision of the test on the TypeScript twin at the server's times: same verdicts, exactly.
+  let now = 0;
+  const twin = new MemoryStore({ clock: () => now });
+  for (const op of recorder.log) {
+    if (op.kind === 'delete') {
+      await twin.delete(op.keys);
+      continue;
+    }
+    now = op.result.nowMs;
+    expect(await twin.decide(op.calls, op.mode)).toStrictEqual(op.result);
+  }
+});
+
+async function serverNow(): Promise<number> {
+  const [s, us] = await redis.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+/** Waits, if needed, so that the next ~100 ms lie inside one aligned window of `window` ms. */
+async function startOfWindow(window = W): Promise<void> {
+  const into = (await serverNow()) % window;
+  if (into > window / 4) await sleep(window - into + 2);
+}
+
+async function scanKeys(pattern = `${PREFIX}:*`): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  return keys.sort();
+}
+
+/** Every key's type and content (not its TTL). */
+async function snapshot(): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const key of await scanKeys()) {
+    const type = await redis.type(key);
+    if (type === 'hash') out[key] = await redis.hgetall(key);
+    else if (type === 'zset') out[key] = await redis.zrange(key, '0', '-1', 'WITHSCORES');
+    else out[key] = [type, await redis.get(key)];
+  }
+  return out;
+}
+
+/** Redis Cluster's CRC16 (XMODEM). CLUSTER KEYSLOT is refused by a non-cluster server. */
+function crc16(bytes: Buffer): number {
+  let crc = 0;
+  for (const byte of bytes) {
+    crc ^= byte << 8;
+    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc;
+}
+
+/** The hash-tag substring Redis Cluster hashes: between the first `{` and the next `}`, if non-empty. */
+function hashTag(key: string): string {
+  const open = key.indexOf('{');
+  if (open === -1) return key;
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : key;
+}
+
+const keySlot = (key: string) => crc16(Buffer.from(hashTag(key))) % 16384;
+
+/**
+ * Calls sent back to back without awaiting each other: one pipelined burst that Redis runs in order within
+ * a millisecond or so, so no refill or window edge can slip in between. Results come back in that order.
+ */
+function burst<T>(n: number, call: (i: number) => Promise<T>): Promise<T[]> {
+  return Promise.all(Array.from({ length: n }, (_, i) => call(i)));
+}
+
+describe.each(ALGORITHMS)('%s on Redis (limit 5 per 400 ms)', (algorithm) => {
+  const policy: RateLimitPolicy = { algorithm, limit: L, window: W };
+  /** Same limit over 10 s, for cases where time must not matter (one unit refills every 2 s at most). */
+  const slow: RateLimitPolicy = { algorithm, limit: L, window: 10_000 };
+  const consume = (key = 'alice', cost?: number, p = policy) => limiter.consume(p, key, cost === undefined ? {} : { cost });
+
+  beforeEach(() => startOfWindow());
+
+  it('limit−1 and limit are allowed, limit+1 is rejected, with exact remaining', async () => {
+    const d = await burst(L + 1, () => consume());
+    expect(d.map((x) => [x.allowed, x.remaining])).toStrictEqual([
+      [true, 4],
+      [true, 3],
+      [true, 2],
+      [true, 1],
+      [true, 0],
+      [false, 0],
+    ]);
+    expect(d[5].retryAfterMs).toBeGreaterThan(0);
+    expect(d[5].retryAfterMs).toBeLessThanOrEqual(2 * W);
+  });
+
+  it('admits exactly limit of 30 concurrent calls on one key', async () => {
+    const d = await burst(30, () => consume());
+    expect(d.map((x) => x.allowed)).toStrictEqual([...Array(L).fill(true), ...Array(30 - L).fill(false)]);
+  });
+
+  it('a rejection charges nothing: retryAfterMs shrinks exactly with server time, and waiting it out lets the request through', async () => {
+    const [first] = (await burst(L + 1, () => consume())).slice(L);
+    const firstAt = recorder.nowOf();
+    await sleep(10);
+    const second = await consume();
+    expect(second.allowed).toBe(false);
+    expect(second.retryAfterMs).toBe(first.retryAfterMs - (recorder.nowOf() - firstAt));
+    await sleep(second.retryAfterMs + 3);
+    expect(await consume()).toMatchObject({ allowed: true, retryAfterMs: 0 });
+  });
+
+  it('the quota is full again once resetMs has passed (window rollover)', async () => {
+    const last = (await burst(L, () => consume()))[L - 1];
+    expect(last.remaining).toBe(0);
+    await sleep(last.resetMs + 3);
+    expect((await limiter.peek(policy, 'alice')).remaining).toBe(L);
+    expect((await burst(L + 1, () => consume())).map((x) => x.remaining)).toStrictEqual([4, 3, 2, 1, 0, 0]);
+  });
+
+  it('cost > 1 takes that many units; cost > capacity is rejected as never possible and charges nothing', async () => {
+    const d = await burst(4, (i) => consume('alice', [3, 3, L + 1, 2][i], slow));
+    expect(d[0]).toMatchObject({ allowed: true, remaining: 2 });
+    expect(d[1]).toMatchObject({ allowed: false, remaining: 2 });
+    expect(d[2]).toMatchObject({ allowed: false, retryAfterMs: Infinity, reason: 'cost-exceeds-capacity' });
+    expect(d[3]).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('peek changes no key', async () => {
+    expect(await limiter.peek(slow, 'alice')).toMatchObject({ allowed: true, remaining: L });
+    expect(await scanKeys()).toStrictEqual([]);
+    await burst(2, () => consume('alice', 1, slow));
+    const before = await snapshot();
+    for (const p of await burst(3, () => limiter.peek(slow, 'alice'))) expect(p).toMatchObject({ allowed: true, remaining: 3 });
+    expect(await snapshot()).toStrictEqual(before);
+    expect((await consume('alice', 1, slow)).remaining).toBe(2);
+  });
+
+  it('reset deletes the state and restores the full quota', async () => {
+    expect((await burst(L + 1, () => consume('alice', 1, slow)))[L].allowed).toBe(false);
+    await limiter.reset(slow, 'alice');
+    expect(await scanKeys()).toStrictEqual([]);
+    expect(await consume('alice', 1, slow)).toMatchObject({ allowed: true, remaining: 4 });
+  });
+
+  it('two trackers never interfere', async () => {
+    await burst(L, () => consume('alice', 1, slow));
+    expect((await burst(L, () => consume('bob', 1, slow))).map((x) => x.remaining)).toStrictEqual([4, 3, 2, 1, 0]);
+    expect((await consume('alice', 1, slow)).allowed).toBe(false);
+  });
+
+  it('writes one key, <prefix>:{<tracker>}:svc:<name>:<tag>, with a TTL no longer than needed', async () => {
+    await consume('alice');
+    const [key, ...others] = await scanKeys();
+    expect(others).toStrictEqual([]);
+    expect(key).toBe(`${PREFIX}:{alice}:svc:default:${TAG[algorithm]}`);
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(algorithm === 'sliding-window' ? 2 * W : W);
+  });
+
+  it('consumeAll: when another policy rejects, this one is not charged (mixed-algorithm script)', async () => {
+    const mine: RateLimitPolicy = { ...slow, name: 'a' };
+    const gate: RateLimitPolicy = {
+      algorithm: algorithm === 'fixed-window' ? 'gcra' : 'fixed-window',
+      limit: 1,
+      window: 10_000,
+      name: 'b',
+    };
+    expect((await limiter.consume(gate, 'alice')).allowed).toBe(true);
+    const all = await limiter.consumeAll([mine, gate], 'alice');
+    expect(all.allowed).toBe(false);
+    expect(all.decisions.map((x) => [x.policy, x.allowed, x.remaining])).toStrictEqual([
+      ['a', true, L],
+      ['b', false, 0],
+    ]);
+    expect(await redis.exists(`${PREFIX}:{alice}:svc:a:${TAG[algorithm]}`)).toBe(0);
+    expect((await limiter.peek(mine, 'alice')).remaining).toBe(L);
+  });
+});
+
+describe('Redis keys and TTLs', () => {
+  it('consumeAll over all seven algorithms charges each one, and every key written (lockouts included) has a TTL', async () => {
+    await startOfWindow();
+    const policies: RateLimitPolicy[] = ALGORITHMS.map((algorithm) => ({ algorithm, limit: 2, window: W, name: algorithm, blockFor: 300 }));
+    const [first, , third] = await burst(3, () => limiter.consumeAll(policies, 'alice')); // the third locks out
+    expect(first.allowed).toBe(true);
+    expect(first.decisions.map((d) => [d.policy, d.remaining])).toStrictEqual(ALGORITHMS.map((a) => [a, 1]));
+    expect(third.decisions.map((d) => [d.allowed, d.reason])).toStrictEqual(ALGORITHMS.map(() => [false, 'blocked']));
+
+    const keys = await scanKeys();
+    expect(keys).toStrictEqual(ALGORITHMS.flatMap((a) => [`${PREFIX}:{alice}:svc:${a}:${TAG[a]}`, `${PREFIX}:{alice}:svc:${a}:b`]).sort());
+    for (const key of keys) {
+      const ttl = await redis.pttl(key);
+      const max = key.endsWith(':b') ? 300 : key.endsWith(':sw') ? 2 * W : W;
+      expect([key, ttl > 0 && ttl <= max]).toStrictEqual([key, true]);
+    }
+  });
+
+  it('a tracker containing {, }, : and a newline works, and every key of its decision is in one hash slot', async () => {
+    expect(crc16(Buffer.from('123456789'))).toBe(0x31c3); // the helper is Redis Cluster's CRC16
+    expect(keySlot('foo')).toBe(12182);
+    expect(keySlot('{user1000}.following')).toBe(keySlot('{user1000}.followers'));
+
+    const tracker = 'a{b}:c\nd}';
+    const policies: RateLimitPolicy[] = [
+      { algorithm: 'gcra', limit: 2, window: 10_000, name: 'g', blockFor: 1_000 },
+      { algorithm: 'sliding-log', limit: 3, window: 10_000, name: 's' },
+    ];
+    const d = (await burst(3, () => limiter.consumeAll(policies, tracker))).map((all) => all.decisions[0]);
+    expect(d.map((x) => [x.allowed, x.remaining])).toStrictEqual([
+      [true, 1],
+      [true, 0],
+      [false, 0],
+    ]);
+    expect((await limiter.consumeAll(policies, 'a')).allowed).toBe(true); // a prefix of the tracker: its own quota
+
+    const decided = recorder.log.flatMap((op) => (op.kind === 'decide' ? [op.calls.flatMap((c) => [c.stateKey, c.blockKey])] : []));
+    for (const keys of decided) {
+      expect(new Set(keys.map(keySlot)).size).toBe(1);
+      expect(new Set(keys.map(hashTag)).size).toBe(1);
+    }
+    const keys = await scanKeys(`${PREFIX}:{a%7B*`);
+    expect(keys).toHaveLength(3); // gcra state, its lockout, the sliding log
+    for (const key of keys) {
+      expect(key.startsWith(`${PREFIX}:{`)).toBe(true);
+      expect(hashTag(key)).toBe('a%7Bb%7D%3Ac%0Ad%7D');
+      expect(key).not.toMatch(/\n/);
+    }
+    expect(new Set(keys.map(keySlot)).size).toBe(1);
+    expect(keySlot(`${PREFIX}:{a}:svc:g:gc`)).not.toBe(keySlot(keys[0]));
+  });
+
+  it('peek and reset leave no key behind', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'sliding-log', limit: 2, window: 10_000, blockFor: 5_000 };
+    await limiter.peek(policy, 'alice');
+    expect(await scanKeys()).toStrictEqual([]);
+    await burst(3, () => limiter.consume(policy, 'alice'));
+    expect(await scanKeys()).toStrictEqual([`${PREFIX}:{alice}:svc:default:b`, `${PREFIX}:{alice}:svc:default:sl`]);
+    expect(await limiter.peek(policy, 'alice')).toMatchObject({ allowed: false, reason: 'blocked' });
+    await limiter.reset(policy, 'alice');
+    expect(await scanKeys()).toStrictEqual([]);
+    expect(await limiter.consume(policy, 'alice')).toMatchObject({ allowed: true, remaining: 1 });
+  });
+});
+
+describe('algorithm specifics on Redis', () => {
+  it('sliding-window: a full previous window weighs on the next one as prev·(W−e)/W + cur + 1 ≤ limit', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'sliding-window', limit: 10, window: W };
+    await startOfWindow();
+    expect((await burst(10, () => limiter.consume(policy, 'k'))).every((d) => d.allowed)).toBe(true);
+    const next = (Math.floor(recorder.nowOf() / W) + 1) * W; // start of the next window
+    await sleep(next + W / 2 - (await serverNow())); // about half into it: the previous window weighs ≈ 5
+    const d = await burst(8, () => limiter.consume(policy, 'k'));
+    const at = recorder.log.slice(-8).map((op) => (op.kind === 'decide' ? op.result.nowMs : NaN));
+    let cur = 0;
+    const expected = at.map((now) => {
+      const e = now - next;
+      const ok = 10 * (W - e) + (cur + 1) * W <= 10 * W; // ALGORITHMS.md, multiplied by W
+      if (ok) cur++;
+      return ok;
+    });
+    expect(d.map((x) => x.allowed)).toStrictEqual(expected);
+    expect(cur).toBeGreaterThanOrEqual(3);
+    expect(cur).toBeLessThanOrEqual(7);
+    const rejected = d[d.length - 1];
+    expect(rejected.allowed).toBe(false);
+    await sleep(rejected.retryAfterMs + 3);
+    expect((await limiter.consume(policy, 'k')).allowed).toBe(true);
+  });
+
+  it('leaky-bucket: a burst of 10 per 400 ms is spaced 40 ms apart (less the time the bucket leaked meanwhile)', async () => {
+    const d = await burst(11, () => limiter.consume({ algorithm: 'leaky-bucket', limit: 10, window: W }, 'k'));
+    const at = recorder.log.slice(-11).map((op) => (op.kind === 'decide' ? op.result.nowMs : NaN));
+    expect(d.map((x) => x.allowed)).toStrictEqual([...Array(10).fill(true), false]);
+    expect(d.map((x) => x.delayMs)).toStrictEqual(d.map((x, i) => (i < 10 ? 40 * i - (at[i] - at[0]) : 0)));
+  });
+
+  it('concurrency: leases expire after the window', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'concurrency', limit: 2, window: 200 };
+    expect((await limiter.consume(policy, 'k')).allowed).toBe(true);
+    const firstAt = recorder.nowOf();
+    await sleep(80);
+    expect((await burst(2, () => limiter.consume(policy, 'k'))).map((d) => d.allowed)).toStrictEqual([true, false]);
+    const { retryAfterMs } = await limiter.consume(policy, 'k');
+    expect(retryAfterMs).toBe(firstAt + 200 - recorder.nowOf()); // when the first lease expires
+    await sleep(retryAfterMs + 3);
+    expect(await limiter.consume(policy, 'k')).toMatchObject({ allowed: true, remaining: 0 }); // second lease still live
+    expect(await redis.zcard(`${PREFIX}:{k}:svc:default:cc`)).toBe(2);
+    const { retryAfterMs: untilSecond } = await limiter.consume(policy, 'k');
+    await sleep(untilSecond + 3);
+    expect(await limiter.consume(policy, 'k')).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
