@@ -42,7 +42,8 @@ ALG[3] = {
     redis.call('PEXPIRE', key, window)
   end,
   refund = function(key, cost, limit, window, burst, now)
-    if slidingLogTrim(key, window, now) == 0 then return end
+    -- cost 0 gives nothing back (and -0 would reach Redis as the invalid rank '-0').
+    if cost <= 0 or slidingLogTrim(key, window, now) == 0 then return end
     redis.call('ZREMRANGEBYRANK', key, -cost, -1)
   end,
 }
