@@ -1,0 +1,86 @@
+/**
+ * The published artefact: `npm run build` (nest build) must copy every Lua script next to the compiled
+ * JavaScript (the algorithms read them at load time, so a missing one breaks the package only once
+ * installed), and `dist/` must load from CommonJS and expose the public entry points.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+
+const ROOT = join(__dirname, '..', '..');
+const LIB = join(ROOT, 'lib');
+const DIST = join(ROOT, 'dist');
+
+/** Relative paths (with `/`) of the files under `dir` whose name ends with `suffix`. */
+function filesUnder(dir: string, suffix: string): string[] {
+  return (readdirSync(dir, { recursive: true, withFileTypes: true }) as import('node:fs').Dirent[])
+    .filter((entry) => entry.isFile() && entry.name.endsWith(suffix))
+    .map((entry) => relative(dir, join(entry.parentPath, entry.name)).split(sep).join('/'))
+    .sort();
+}
+
+function run(command: string, args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk) => (output += String(chunk)));
+    child.stderr.on('data', (chunk) => (output += String(chunk)));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
+
+describe('npm run build', () => {
+  beforeAll(async () => {
+    const { code, output } = await run('npm', ['run', 'build']);
+    if (code !== 0) throw new Error(`npm run build failed (exit ${code}):\n${output}`);
+  }, 180_000);
+
+  test('dist/ holds every .lua file of lib/, at the same relative path, byte for byte', () => {
+    const inLib = filesUnder(LIB, '.lua');
+    expect(inLib).toEqual(expect.arrayContaining(['algorithms/decide.lua', 'algorithms/bucket.lua']));
+    expect(inLib.length).toBeGreaterThanOrEqual(9);
+    expect(filesUnder(DIST, '.lua')).toEqual(inLib);
+    for (const file of inLib) expect(readFileSync(join(DIST, file), 'utf8')).toBe(readFileSync(join(LIB, file), 'utf8'));
+  });
+
+  test('every .ts of lib/ has its .js and .d.ts in dist/', () => {
+    const sources = filesUnder(LIB, '.ts').filter((f) => !f.endsWith('.d.ts'));
+    const js = new Set(filesUnder(DIST, '.js'));
+    const dts = new Set(filesUnder(DIST, '.d.ts'));
+    expect(sources.filter((f) => !js.has(f.replace(/\.ts$/, '.js')) || !dts.has(f.replace(/\.ts$/, '.d.ts')))).toEqual([]);
+  });
+
+  test('require(dist) loads and exposes RateLimitModule and RateLimiterService', () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const dist = require(DIST) as Record<string, unknown>;
+    expect(typeof dist.RateLimitModule).toBe('function');
+    expect(typeof dist.RateLimiterService).toBe('function');
+    expect(typeof (dist.RateLimitModule as { forRoot?: unknown }).forRoot).toBe('function');
+    expect(typeof (dist.RateLimitModule as { forRootAsync?: unknown }).forRootAsync).toBe('function');
+  });
+
+  test('plain Node (CommonJS, no transform) loads the package by its main entry and decides from the copied scripts', () => {
+    const script = `
+      const pkg = require(${JSON.stringify(ROOT)});
+      const registry = new pkg.RateLimitAlgorithmRegistry();
+      const names = registry.all().map((a) => a.name);
+      const luaBytes = registry.all().every((a) => a.lua.includes('ALG[' + a.id + ']'));
+      const store = new pkg.MemoryStore({ clock: () => 1000 });
+      const service = new pkg.RateLimiterService(new pkg.RateLimitEngine(store), registry, {});
+      service.consume({ algorithm: 'gcra', limit: 2, window: 1000 }, 'k').then((d) => {
+        console.log(JSON.stringify({ module: typeof pkg.RateLimitModule, service: typeof pkg.RateLimiterService, names, luaBytes, d }));
+      });
+    `;
+    const result = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8' });
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({
+      module: 'function',
+      service: 'function',
+      names: ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra', 'leaky-bucket', 'concurrency'],
+      luaBytes: true,
+      d: { allowed: true, policy: 'default', limit: 2, remaining: 1, resetMs: 500, retryAfterMs: 0 },
+    });
+  });
+});

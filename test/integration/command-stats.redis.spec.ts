@@ -1,0 +1,160 @@
+/**
+ * The Redis contract "each decision is one round trip: one EVALSHA" (shared/API.md), counted by the server:
+ * after `CONFIG RESETSTAT`, N decisions give `cmdstat_evalsha calls=N`, no EVAL / SCRIPT / MULTI, and
+ * exactly one `TIME` per decision (time comes from the server, read once). Redis also counts the commands a
+ * script runs inside (HMGET, ZADD, …) in INFO commandstats, so MONITOR attributes every command to its
+ * sender: everything the application's connection sent is one EVALSHA per decision, the rest ran inside Lua.
+ * ioredis sends EVAL the first time a script is used on a connection: every script is warmed up before the
+ * stats are reset.
+ */
+import { Redis } from 'ioredis';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimiterService } from '../../lib/rate-limiter.service';
+import { OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
+import { RedisStore } from '../../lib/stores/redis.store';
+import { compilePolicy } from '../../lib/utils/compile-policy';
+import { startRedis, type RedisProcess } from '../support/redis-server';
+
+const ALGORITHMS: readonly RateLimitAlgorithmName[] = [
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+  'leaky-bucket',
+  'concurrency',
+];
+
+const registry = new RateLimitAlgorithmRegistry();
+let redis: RedisProcess;
+let admin: Redis;
+let client: Redis;
+let store: RedisStore;
+let service: RateLimiterService;
+let clientAddr: string;
+
+const single = (algorithm: RateLimitAlgorithmName): RateLimitPolicy => ({ algorithm, limit: 3, window: 60_000 });
+/** Mixed-algorithm groups: each is one call covering 2-3 policies. */
+const GROUPS: RateLimitPolicy[][] = [
+  [
+    { algorithm: 'gcra', limit: 5, window: 1000, name: 'a' },
+    { algorithm: 'sliding-log', limit: 2, window: 1000, name: 'b' },
+  ],
+  [
+    { algorithm: 'fixed-window', limit: 5, window: 1000, name: 'a' },
+    { algorithm: 'token-bucket', limit: 5, window: 1000, name: 'b' },
+    { algorithm: 'concurrency', limit: 5, window: 1000, name: 'c' },
+  ],
+  [
+    { algorithm: 'sliding-window', limit: 5, window: 1000, name: 'a' },
+    { algorithm: 'leaky-bucket', limit: 5, window: 1000, name: 'b', delay: false },
+  ],
+];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  admin = new Redis({ port: redis.port });
+  // The options the library uses for a client it creates itself (auto-pipelining, no offline queue).
+  client = new Redis({ ...OWNED_CLIENT_DEFAULTS, port: redis.port });
+  await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+  clientAddr = /addr=(\S+)/.exec(String(await client.client('INFO')))![1];
+  store = new RedisStore(client, registry.all(), false);
+  service = new RateLimiterService(new RateLimitEngine(store), registry, { prefix: 'rl' });
+  // Warm-up: every script once on this connection (ioredis EVALs a script the first time).
+  for (const algorithm of ALGORITHMS) await service.peek(single(algorithm), 'warmup');
+  await service.consumeAll(GROUPS[0], 'warmup');
+}, 30_000);
+
+afterAll(async () => {
+  client?.disconnect();
+  admin?.disconnect();
+  await redis?.stop();
+});
+
+/** `INFO commandstats` as { command: calls }. */
+async function commandStats(): Promise<Record<string, number>> {
+  const info = await admin.info('commandstats');
+  const stats: Record<string, number> = {};
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) stats[match[1]] = Number(match[2]);
+  return stats;
+}
+
+/** Runs `work` between a stats reset and a MONITOR capture; returns the stats and what the client sent. */
+async function measure(work: () => Promise<void>): Promise<{ stats: Record<string, number>; sent: string[]; fromLua: number }> {
+  const monitor = await admin.monitor();
+  const sent: string[] = [];
+  let fromLua = 0;
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source === clientAddr) sent.push(String(args[0]).toLowerCase());
+    else if (source === 'lua') fromLua++;
+  });
+  await admin.config('RESETSTAT');
+  await work();
+  const stats = await commandStats();
+  // MONITOR lines arrive asynchronously: wait for the last of ours to land.
+  await admin.ping();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  monitor.disconnect();
+  return { stats, sent, fromLua };
+}
+
+/** The stats without the admin connection's own commands (INFO, CONFIG, MONITOR, PING). */
+function dataCommands(stats: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(stats).filter(([name]) => !/^(info|config\|.*|monitor|ping)$/.test(name)));
+}
+
+describe('each decision is exactly one EVALSHA', () => {
+  test('single-policy decisions of every algorithm (consume, peek, concurrent consumes)', async () => {
+    let n = 0;
+    const { stats, sent, fromLua } = await measure(async () => {
+      for (const algorithm of ALGORITHMS) {
+        for (let i = 0; i < 4; i++) await service.consume(single(algorithm), `single-${algorithm}`);
+        await service.peek(single(algorithm), `single-${algorithm}`);
+        n += 5;
+      }
+      // Auto-pipelined: still one EVALSHA each.
+      await Promise.all(Array.from({ length: 20 }, () => service.consume(single('gcra'), 'burst')));
+      n += 20;
+    });
+    expect(n).toBe(55);
+    expect(stats.evalsha).toBe(n);
+    expect(stats.time).toBe(n);
+    // No script loading, no transactions: the counts of those commands are absent.
+    const data = dataCommands(stats);
+    expect(['eval', 'script|load', 'script|exists', 'multi', 'exec', 'watch'].filter((name) => name in data)).toEqual([]);
+    // Everything the application's connection sent: one EVALSHA per decision, nothing else.
+    expect(sent).toEqual(new Array(n).fill('evalsha'));
+    expect(fromLua).toBeGreaterThan(n);
+  });
+
+  test('multi-policy decisions (2-3 policies of mixed algorithms in one call), and refunds', async () => {
+    let n = 0;
+    const { stats, sent } = await measure(async () => {
+      for (let round = 0; round < 4; round++) {
+        for (const [i, group] of GROUPS.entries()) {
+          await service.consumeAll(group, `multi-${i}`);
+          n++;
+        }
+      }
+      const engine = new RateLimitEngine(store);
+      const { calls } = await engine.decide(
+        'rl:{refund}:',
+        GROUPS[1].map((policy) => {
+          const compiled = compilePolicy(policy, registry, 'test', 'svc');
+          return { compiled, params: compiled.staticParams!, cost: 1 };
+        }),
+        'consume',
+      );
+      await engine.refund(calls);
+      n += 2;
+    });
+    expect(n).toBe(14);
+    expect(stats.evalsha).toBe(n);
+    expect(['eval', 'script|load', 'script|exists', 'multi', 'exec', 'watch'].filter((name) => name in dataCommands(stats))).toEqual([]);
+    // Decisions read the server clock once; a refund does too.
+    expect(stats.time).toBe(n);
+    expect(sent).toEqual(new Array(n).fill('evalsha'));
+  });
+});
