@@ -15,10 +15,22 @@ export interface MemoryStoreOptions {
   clock?: RateLimitClock;
 }
 
-interface Entry {
-  value: unknown;
-  /** Absolute ms; the entry is gone once `now > expiresAt` (as Redis expires keys). */
-  expiresAt: number;
+/** A key's value, linked into the least-recently-used order. */
+class Entry {
+  prev: Entry | undefined = undefined;
+  next: Entry | undefined = undefined;
+
+  constructor(
+    readonly key: string,
+    public value: unknown,
+    /** Absolute ms; the entry is gone once `now > expiresAt` (as Redis expires keys). */
+    public expiresAt: number,
+  ) {}
+
+  /** The links are bookkeeping, not state. */
+  toJSON(): { value: unknown; expiresAt: number } {
+    return { value: this.value, expiresAt: this.expiresAt };
+  }
 }
 
 /** Entries examined per write by the incremental sweep (no timer per key, no timer at all). */
@@ -30,6 +42,12 @@ const SWEEP_BATCH = 8;
  */
 export class MemoryStore implements RateLimitStore {
   private readonly entries = new Map<string, Entry>();
+  /**
+   * Least recently used first. A linked list, not the Map's own order: finding a Map's first entry walks
+   * over every entry deleted since V8 last compacted it, which made each write O(maxKeys) under a flood.
+   */
+  private oldest: Entry | undefined;
+  private newest: Entry | undefined;
   private readonly maxKeys: number;
   private readonly clock: RateLimitClock;
 
@@ -59,6 +77,7 @@ export class MemoryStore implements RateLimitStore {
       verdicts.push(verdict);
     }
     if (mode === 'consume' && allowed) for (const commit of commits) commit();
+    else this.reportUncharged(calls, verdicts, now);
     return { nowMs: now, allowed, verdicts };
   }
 
@@ -77,11 +96,15 @@ export class MemoryStore implements RateLimitStore {
   }
 
   async delete(keys: readonly string[]): Promise<void> {
-    for (const key of keys) this.entries.delete(key);
+    for (const key of keys) {
+      const entry = this.entries.get(key);
+      if (entry) this.remove(entry);
+    }
   }
 
   async close(): Promise<void> {
     this.entries.clear();
+    this.oldest = this.newest = undefined;
   }
 
   private check(call: RateLimitCall, now: number, mode: DecisionMode, commits: Array<() => void>): StoreVerdict {
@@ -106,39 +129,70 @@ export class MemoryStore implements RateLimitStore {
     return verdict;
   }
 
+  /** As decide.lua: when nothing was charged, policies that allowed report their quota as it stands. */
+  private reportUncharged(calls: readonly RateLimitCall[], verdicts: StoreVerdict[], now: number): void {
+    calls.forEach((call, i) => {
+      if (!verdicts[i].allowed) return;
+      const v = call.algorithm.check(this.read(call.stateKey, now), call.params, 0, now, call.token);
+      verdicts[i] = { ...verdicts[i], remaining: v.remaining, resetMs: v.resetMs, delayMs: 0 };
+    });
+  }
+
   /** The live value under `key`; `touch` marks it most recently used (LRU order is Map order). */
   private read(key: string, now: number, touch = false): unknown {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     if (now > entry.expiresAt) {
-      this.entries.delete(key);
+      this.remove(entry);
       return undefined;
     }
     if (touch) {
-      this.entries.delete(key);
-      this.entries.set(key, entry);
+      this.unlink(entry);
+      this.append(entry);
     }
     return entry.value;
   }
 
   /** Stores `value` for `ttlMs` (0 or no value = delete), most recently used last. */
   private write(key: string, value: unknown, ttlMs: number, now: number): void {
-    this.entries.delete(key);
+    const existing = this.entries.get(key);
+    if (existing) this.remove(existing);
     if (value === undefined || ttlMs <= 0) return;
-    this.entries.set(key, { value, expiresAt: now + ttlMs });
+    const entry = new Entry(key, value, now + ttlMs);
+    this.entries.set(key, entry);
+    this.append(entry);
     this.sweep(now);
   }
 
   /** Drops a few expired entries from the least recently used end, and evicts past `maxKeys`. */
   private sweep(now: number): void {
-    let examined = 0;
-    for (const [key, entry] of this.entries) {
-      if (examined++ >= SWEEP_BATCH) break;
-      if (now > entry.expiresAt) this.entries.delete(key);
+    let entry = this.oldest;
+    for (let examined = 0; entry && examined < SWEEP_BATCH; examined++) {
+      const next = entry.next;
+      if (now > entry.expiresAt) this.remove(entry);
+      entry = next;
     }
-    while (this.entries.size > this.maxKeys) {
-      const oldest = this.entries.keys().next().value as string;
-      this.entries.delete(oldest);
-    }
+    while (this.entries.size > this.maxKeys && this.oldest) this.remove(this.oldest);
+  }
+
+  private remove(entry: Entry): void {
+    this.entries.delete(entry.key);
+    this.unlink(entry);
+  }
+
+  private append(entry: Entry): void {
+    entry.prev = this.newest;
+    entry.next = undefined;
+    if (this.newest) this.newest.next = entry;
+    else this.oldest = entry;
+    this.newest = entry;
+  }
+
+  private unlink(entry: Entry): void {
+    if (entry.prev) entry.prev.next = entry.next;
+    else this.oldest = entry.next;
+    if (entry.next) entry.next.prev = entry.prev;
+    else this.newest = entry.prev;
+    entry.prev = entry.next = undefined;
   }
 }
