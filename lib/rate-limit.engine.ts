@@ -62,7 +62,7 @@ export class RateLimitEngine {
     const started = performance.now();
     const calls = this.calls(trackerPrefix, requests);
     const shadow = requests.map((r) => this.isShadow(r.compiled));
-    const result = shadow.some(Boolean) ? await this.decideSplit(requests, calls, shadow, mode) : this.toEngineDecision(requests, calls, await this.store.decide(calls, mode), mode);
+    const result = shadow.some(Boolean) ? await this.decideSplit(requests, calls, shadow, mode) : this.toEngineDecision(requests, calls, await this.store.decide(calls, mode));
     this.options.hooks?.decision?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
     return result;
   }
@@ -81,7 +81,7 @@ export class RateLimitEngine {
     const [enforced, shadowed] = await Promise.all(
       [false, true].map(async (wanted) => {
         const part = pick(calls, wanted);
-        return part.length === 0 ? undefined : this.toEngineDecision(pick(requests, wanted), part, await this.store.decide(part, mode), mode);
+        return part.length === 0 ? undefined : this.toEngineDecision(pick(requests, wanted), part, await this.store.decide(part, mode));
       }),
     );
     const decisions: RateLimitDecision[] = [];
@@ -97,27 +97,26 @@ export class RateLimitEngine {
     return { allowed: enforced?.allowed ?? true, decisions, calls };
   }
 
-  private toEngineDecision(requests: readonly PolicyRequest[], calls: RateLimitCall[], result: StoreDecision, mode: DecisionMode): EngineDecision {
-    const uncharged = mode === 'peek' || !result.allowed;
-    const decisions = result.verdicts.map((verdict, i) => toDecision(requests[i], verdict, uncharged));
+  private toEngineDecision(requests: readonly PolicyRequest[], calls: RateLimitCall[], result: StoreDecision): EngineDecision {
+    const decisions = result.verdicts.map((verdict, i) => toDecision(requests[i], verdict));
     return { allowed: result.allowed, decisions, calls };
   }
 }
 
 /**
- * Maps one store verdict to the public decision shape. When another policy rejected the request, the
- * policies that allowed it were not charged, so their `remaining` is given back the request's cost.
+ * Maps one store verdict to the public decision shape. (When nothing was charged, the store already
+ * reports allowed policies' quota as it stands.)
  */
-function toDecision({ compiled, params, cost }: PolicyRequest, v: StoreVerdict, uncharged: boolean): RateLimitDecision {
+function toDecision({ compiled, params }: PolicyRequest, v: StoreVerdict): RateLimitDecision {
   const decision: RateLimitDecision = {
     allowed: v.allowed,
     policy: compiled.name,
     limit: compiled.algorithm.usesBurst ? params.burst : params.limit,
-    remaining: Math.max(v.remaining + (uncharged && v.allowed ? cost : 0), 0),
+    remaining: Math.max(v.remaining, 0),
     resetMs: v.resetMs,
     retryAfterMs: v.allowed ? 0 : v.retryAfterMs < 0 ? Infinity : v.retryAfterMs,
   };
-  if (compiled.algorithm.name === 'leaky-bucket' && compiled.policy.delay !== false) decision.delayMs = v.allowed && !uncharged ? v.delayMs : 0;
+  if (compiled.algorithm.name === 'leaky-bucket' && compiled.policy.delay !== false) decision.delayMs = v.allowed ? v.delayMs : 0;
   const reason = REASONS[v.reason];
   if (reason) decision.reason = reason;
   return decision;

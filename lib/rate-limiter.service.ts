@@ -10,6 +10,7 @@ import { RateLimitEngine, type PolicyRequest } from './rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
 import { trackerKeyPrefix } from './utils/keys';
+import { describeValue } from './utils/describe-value';
 
 /** Options of one programmatic decision. */
 export interface ConsumeOptions {
@@ -172,7 +173,7 @@ export class RateLimiterService {
 
   private trackerPrefix(key: string): string {
     if (typeof key !== 'string' || key.length === 0) {
-      throw new RateLimitConfigError(`key: ${JSON.stringify(key)} must be a non-empty string (a user id, an API key, an IP…).`);
+      throw new RateLimitConfigError(`key: ${describeValue(key)} must be a non-empty string (a user id, an API key, an IP…).`);
     }
     return trackerKeyPrefix(this.prefix, key);
   }

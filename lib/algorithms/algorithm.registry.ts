@@ -2,6 +2,7 @@ import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitAlgorithmName } from '../interfaces/policy.interface';
 import type { RateLimitAlgorithm } from './algorithm.interface';
 import { ALGORITHM_CLASSES } from './index';
+import { describeValue } from '../utils/describe-value';
 
 /** Looks algorithms up by name. One instance per module (the Nest provider) or per standalone store. */
 export class RateLimitAlgorithmRegistry {
@@ -21,7 +22,7 @@ export class RateLimitAlgorithmRegistry {
     const algorithm = this.byName.get(name);
     if (!algorithm) {
       throw new RateLimitConfigError(
-        `${field}: ${JSON.stringify(name)} is not a known algorithm; use one of ${[...this.byName.keys()].map((n) => `'${n}'`).join(', ')}.`,
+        `${field}: ${describeValue(name)} is not a known algorithm; use one of ${[...this.byName.keys()].map((n) => `'${n}'`).join(', ')}.`,
       );
     }
     return algorithm;

@@ -77,5 +77,17 @@ if mode == 'c' and reply[2] == 1 then
     local alg, key, _, cost, limit, window, burst, _, token = policy(i)
     alg.commit(key, verdicts[i], now, cost, limit, window, burst, token)
   end
+  return reply
+end
+
+-- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as
+-- it stands, which is what a check of cost 0 sees.
+for i = 1, n do
+  local b = 3 + (i - 1) * 6
+  if reply[b] == 1 then
+    local alg, key, _, _, limit, window, burst, _, token = policy(i)
+    local r = alg.check(key, 0, limit, window, burst, now, token)
+    reply[b + 1], reply[b + 2], reply[b + 4] = r[2], r[3], 0
+  end
 end
 return reply

@@ -3,6 +3,7 @@ import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registr
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { Duration, RateLimitPolicy } from '../interfaces/policy.interface';
 import { parseDuration } from './duration';
+import { describeValue } from './describe-value';
 
 /** A policy validated once, with everything that does not depend on the request already computed. */
 export interface CompiledPolicy {
@@ -30,7 +31,7 @@ const MAX_SCALED = 2 ** 50;
  */
 export function compilePolicy(policy: RateLimitPolicy, registry: RateLimitAlgorithmRegistry, where: string, scopeKey: string): CompiledPolicy {
   const fail = (message: string) => new RateLimitConfigError(`${where}: ${message}`);
-  if (policy === null || typeof policy !== 'object') throw fail(`a policy must be an object such as { algorithm: 'fixed-window', limit: 100, window: '1m' }, got ${JSON.stringify(policy)}.`);
+  if (policy === null || typeof policy !== 'object') throw fail(`a policy must be an object such as { algorithm: 'fixed-window', limit: 100, window: '1m' }, got ${describeValue(policy)}.`);
   for (const field of Object.keys(policy)) {
     if (!KNOWN_FIELDS.has(field)) throw fail(`unknown policy field '${field}'; known fields are ${[...KNOWN_FIELDS].join(', ')}.`);
   }
@@ -41,9 +42,9 @@ export function compilePolicy(policy: RateLimitPolicy, registry: RateLimitAlgori
     throw fail((error as Error).message);
   }
   const name = policy.name ?? 'default';
-  if (typeof name !== 'string' || !NAME_PATTERN.test(name)) throw fail(`name: ${JSON.stringify(name)} must be 1-64 characters of A-Z a-z 0-9 _ . -`);
+  if (typeof name !== 'string' || !NAME_PATTERN.test(name)) throw fail(`name: ${describeValue(name)} must be 1-64 characters of A-Z a-z 0-9 _ . -`);
   if (policy.scope !== undefined && (typeof policy.scope !== 'string' || !NAME_PATTERN.test(policy.scope))) {
-    throw fail(`scope: ${JSON.stringify(policy.scope)} must be 1-64 characters of A-Z a-z 0-9 _ . -`);
+    throw fail(`scope: ${describeValue(policy.scope)} must be 1-64 characters of A-Z a-z 0-9 _ . -`);
   }
   const at = (field: string) => `${where}: ${field}`;
   const blockForMs = policy.blockFor === undefined ? 0 : parseDuration(policy.blockFor, at('blockFor'));
@@ -52,12 +53,12 @@ export function compilePolicy(policy: RateLimitPolicy, registry: RateLimitAlgori
   if (typeof policy.window !== 'function') parseDuration(policy.window, at('window'));
   if (typeof policy.cost !== 'function' && policy.cost !== undefined) cost(policy.cost, at('cost'));
   if (policy.by !== undefined && policy.by !== 'ip' && policy.by !== 'user' && typeof policy.by !== 'function') {
-    throw fail(`by: ${JSON.stringify(policy.by)} must be 'ip', 'user' or a function of the ExecutionContext returning a string.`);
+    throw fail(`by: ${describeValue(policy.by)} must be 'ip', 'user' or a function of the ExecutionContext returning a string.`);
   }
   oneOf(policy.countOnly, ['failed', 'succeeded'], at('countOnly'));
   oneOf(policy.mode, ['enforce', 'shadow'], at('mode'));
   oneOf(policy.onStoreError, ['fail-open', 'fail-closed', 'insurance'], at('onStoreError'));
-  if (policy.delay !== undefined && typeof policy.delay !== 'boolean') throw fail(`delay: ${JSON.stringify(policy.delay)} must be true or false.`);
+  if (policy.delay !== undefined && typeof policy.delay !== 'boolean') throw fail(`delay: ${describeValue(policy.delay)} must be true or false.`);
   if (policy.countOnly && algorithm.name === 'concurrency') throw fail(`countOnly cannot be combined with 'concurrency': a lease is always given back when the work ends.`);
 
   const compiled: CompiledPolicy = {
@@ -91,21 +92,21 @@ export function resolveParams(compiled: CompiledPolicy, limit: number, window: D
 /** Validates a cost: a whole number ≥ 0. */
 export function cost(value: unknown, field: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-    throw new RateLimitConfigError(`${field}: ${JSON.stringify(value)} must be a whole number of units ≥ 0.`);
+    throw new RateLimitConfigError(`${field}: ${describeValue(value)} must be a whole number of units ≥ 0.`);
   }
   return value;
 }
 
 function positiveInteger(value: unknown, field: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-    throw new RateLimitConfigError(`${field}: ${JSON.stringify(value)} must be a whole number ≥ 1.`);
+    throw new RateLimitConfigError(`${field}: ${describeValue(value)} must be a whole number ≥ 1.`);
   }
   return value;
 }
 
 function oneOf(value: unknown, allowed: readonly string[], field: string): void {
   if (value !== undefined && !allowed.includes(value as string)) {
-    throw new RateLimitConfigError(`${field}: ${JSON.stringify(value)} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}.`);
+    throw new RateLimitConfigError(`${field}: ${describeValue(value)} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}.`);
   }
 }
 

@@ -1,5 +1,6 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { Duration } from '../interfaces/policy.interface';
+import { describeValue } from './describe-value';
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const DURATION_PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
@@ -12,7 +13,7 @@ export function parseDuration(value: Duration, field: string): number {
   const ms = typeof value === 'number' ? value : fromString(value);
   if (ms === undefined || !Number.isFinite(ms) || !Number.isInteger(ms) || ms <= 0) {
     throw new RateLimitConfigError(
-      `${field}: ${JSON.stringify(value)} is not a valid duration; use a positive whole number of milliseconds ` +
+      `${field}: ${describeValue(value)} is not a valid duration; use a positive whole number of milliseconds ` +
         `or a string such as '250ms', '1s', '1m', '1h', '1d'.`,
     );
   }

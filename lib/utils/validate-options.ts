@@ -1,5 +1,6 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { describeValue } from './describe-value';
 
 const KNOWN_OPTIONS = new Set([
   'redis', 'prefix', 'defaultPolicy', 'headers', 'onStoreError', 'storeTimeoutMs', 'registerGuard', 'mode', 'memory', 'ipv6Subnet', 'errorMessage',
@@ -14,37 +15,37 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   }
   const { prefix, headers, onStoreError, storeTimeoutMs, mode, ipv6Subnet, memory, redis } = options;
   if (prefix !== undefined && (typeof prefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix))) {
-    throw fail(`prefix: ${JSON.stringify(prefix)} must be 1-64 characters of A-Z a-z 0-9 _ . : - (no braces: they would change the cluster hash tag).`);
+    throw fail(`prefix: ${describeValue(prefix)} must be 1-64 characters of A-Z a-z 0-9 _ . : - (no braces: they would change the cluster hash tag).`);
   }
   oneOf('headers', headers, ['ietf', 'legacy', 'both', 'none']);
   oneOf('onStoreError', onStoreError, ['fail-open', 'fail-closed', 'insurance']);
   const { insuranceShare, hotKeyShedding, storeErrorLogIntervalMs } = options;
   if (insuranceShare !== undefined && !(typeof insuranceShare === 'number' && insuranceShare > 0 && insuranceShare <= 1)) {
-    throw fail(`insuranceShare: ${JSON.stringify(insuranceShare)} must be a number in (0, 1], for example 1 / the number of instances.`);
+    throw fail(`insuranceShare: ${describeValue(insuranceShare)} must be a number in (0, 1], for example 1 / the number of instances.`);
   }
   if (hotKeyShedding !== undefined && hotKeyShedding !== false && !(typeof hotKeyShedding === 'object' && (hotKeyShedding.maxKeys === undefined || (Number.isInteger(hotKeyShedding.maxKeys) && hotKeyShedding.maxKeys > 0)))) {
-    throw fail(`hotKeyShedding: ${JSON.stringify(hotKeyShedding)} must be false or { maxKeys: <whole number ≥ 1> }.`);
+    throw fail(`hotKeyShedding: ${describeValue(hotKeyShedding)} must be false or { maxKeys: <whole number ≥ 1> }.`);
   }
   if (storeErrorLogIntervalMs !== undefined && !(Number.isInteger(storeErrorLogIntervalMs) && storeErrorLogIntervalMs >= 0)) {
-    throw fail(`storeErrorLogIntervalMs: ${JSON.stringify(storeErrorLogIntervalMs)} must be a whole number of milliseconds ≥ 0.`);
+    throw fail(`storeErrorLogIntervalMs: ${describeValue(storeErrorLogIntervalMs)} must be a whole number of milliseconds ≥ 0.`);
   }
   oneOf('mode', mode, ['enforce', 'shadow']);
   if (storeTimeoutMs !== undefined && !(Number.isInteger(storeTimeoutMs) && storeTimeoutMs > 0)) {
-    throw fail(`storeTimeoutMs: ${JSON.stringify(storeTimeoutMs)} must be a whole number of milliseconds ≥ 1.`);
+    throw fail(`storeTimeoutMs: ${describeValue(storeTimeoutMs)} must be a whole number of milliseconds ≥ 1.`);
   }
   if (ipv6Subnet !== undefined && !(Number.isInteger(ipv6Subnet) && ipv6Subnet >= 1 && ipv6Subnet <= 128)) {
-    throw fail(`ipv6Subnet: ${JSON.stringify(ipv6Subnet)} must be a prefix length from 1 to 128.`);
+    throw fail(`ipv6Subnet: ${describeValue(ipv6Subnet)} must be a prefix length from 1 to 128.`);
   }
   if (memory?.maxKeys !== undefined && !(Number.isInteger(memory.maxKeys) && memory.maxKeys >= 1)) {
-    throw fail(`memory.maxKeys: ${JSON.stringify(memory.maxKeys)} must be a whole number ≥ 1.`);
+    throw fail(`memory.maxKeys: ${describeValue(memory.maxKeys)} must be a whole number ≥ 1.`);
   }
   if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
-    throw fail(`redis: ${JSON.stringify(redis)} must be a redis:// URL, ioredis options, or a Redis / Cluster instance.`);
+    throw fail(`redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a Redis / Cluster instance.`);
   }
 
   function oneOf(field: string, value: unknown, allowed: string[]): void {
     if (value !== undefined && !allowed.includes(value as string)) {
-      throw fail(`${field}: ${JSON.stringify(value)} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}.`);
+      throw fail(`${field}: ${describeValue(value)} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}.`);
     }
   }
 }

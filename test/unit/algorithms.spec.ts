@@ -537,9 +537,7 @@ describe('durations', () => {
     expect(() => parseDuration(value, 'policy.window')).toThrow(/^policy\.window: .* is not a valid duration/);
   });
 
-  // Known defect (see the test report): values are printed with JSON.stringify, which shows NaN and
-  // Infinity as `null`, so the message does not name the value the user passed. Drop `.failing` once fixed.
-  it.failing.each([Number.NaN, Number.POSITIVE_INFINITY])('the message names %p as such, not as null', (value) => {
+  it.each([Number.NaN, Number.POSITIVE_INFINITY])('the message names %p as such, not as null', (value) => {
     expect(() => parseDuration(value, 'policy.window')).toThrow(`policy.window: ${String(value)} is not a valid duration`);
   });
 
@@ -560,14 +558,9 @@ describe('durations', () => {
   });
 });
 
-/*
- * Known defect (see the test report): a decision that charged nothing — `peek`, or a policy of a `consumeAll`
- * that another policy rejected — gives back its `remaining` but keeps the `resetMs` of the charge it did not
- * make. On an untouched key the quota is already full, so `resetMs` should be 0. Marked `failing` so the
- * suite stays green; drop `.failing` once toDecision/the twins report the uncharged reset.
- */
+/* A decision that charged nothing (`peek`, or a policy of a rejected `consumeAll`) reports the quota as it stands. */
 describe('resetMs of decisions that charged nothing', () => {
-  it.failing.each(CASES.map((c) => c.algorithm))('%s: peek on an untouched key reports resetMs 0', async (algorithm) => {
+  it.each(CASES.map((c) => c.algorithm))('%s: peek on an untouched key reports resetMs 0', async (algorithm) => {
     const h = harness();
     h.at(T0 + 250);
     expect(await h.limiter.peek({ algorithm, limit: L, window: W }, 'k')).toMatchObject({ remaining: L, resetMs: 0 });
