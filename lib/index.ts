@@ -1,5 +1,10 @@
 export { RateLimitModule } from './rate-limit.module';
-export { RATE_LIMIT_OPTIONS, RATE_LIMIT_STORE, type RateLimitModuleExtras } from './rate-limit.module-definition';
+export {
+  RATE_LIMIT_OPTIONS,
+  RATE_LIMIT_STORE,
+  type RateLimitModuleExtras,
+  type RateLimitOptionsFactory,
+} from './rate-limit.module-definition';
 export {
   RateLimiterService,
   type ConsumeOptions,
