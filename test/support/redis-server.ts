@@ -3,7 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Cluster, Redis } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
 
 /** A redis-server process this test started, on a free port, with no persistence. */
 export interface RedisProcess {
@@ -94,29 +95,72 @@ export interface RedisClusterProcess {
 
 export async function startRedisCluster(masters = 3): Promise<RedisClusterProcess> {
   const nodes: RedisProcess[] = [];
-  for (let i = 0; i < masters; i++) {
-    nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000']));
-  }
-  const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
-  const created = spawnSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8' });
-  if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stderr || created.stdout}`);
-  const startupNodes = nodes.map((n) => ({ host: '127.0.0.1', port: n.port }));
-  // Wait until every node agrees the cluster is ok.
-  for (const node of nodes) {
-    const probe = new Redis({ port: node.port });
-    for (let attempt = 0; attempt < 100; attempt++) {
-      const info = await probe.cluster('INFO');
-      if (String(info).includes('cluster_state:ok')) break;
-      await new Promise((r) => setTimeout(r, 100));
+  const stop = async () => {
+    await Promise.all(nodes.map((n) => n.stop(true)));
+  };
+  try {
+    for (let i = 0; i < masters; i++) {
+      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000']));
     }
-    probe.disconnect();
+    const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
+    const created = spawnSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
+    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.error?.message ?? ''}${created.stderr || created.stdout}`);
+    // Wait until every node agrees the cluster is ok and knows every master.
+    for (const node of nodes) {
+      const probe = new Redis({ port: node.port, maxRetriesPerRequest: 1 });
+      try {
+        let ok = false;
+        for (let attempt = 0; attempt < 200 && !ok; attempt++) {
+          const info = String(await probe.cluster('INFO'));
+          ok = info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}`);
+          if (!ok) await new Promise((r) => setTimeout(r, 50));
+        }
+        if (!ok) throw new Error(`cluster node ${node.port} did not reach cluster_state:ok with ${masters} known nodes within 10 s`);
+      } finally {
+        probe.disconnect();
+      }
+    }
+  } catch (error) {
+    await stop();
+    throw error;
   }
+  const startupNodes = nodes.map((n) => ({ host: '127.0.0.1', port: n.port }));
   return {
     nodes,
     startupNodes,
     client: () => new Cluster(startupNodes, { redisOptions: { maxRetriesPerRequest: 1 } }),
-    stop: async () => {
-      await Promise.all(nodes.map((n) => n.stop(true)));
-    },
+    stop,
   };
+}
+
+/**
+ * A client set up as the library sets up the clients it creates (no offline queue, no retries per
+ * command, auto-pipelining, background reconnects), already connected: a store built on it decides
+ * against Redis from its first call. (A store built from a URL connects in the background, and its first
+ * decisions fall back until the connection is ready.) The caller closes it.
+ */
+export async function libraryClient(url: string, overrides: RedisOptions = {}): Promise<Redis> {
+  const client = new Redis(url, { ...OWNED_CLIENT_DEFAULTS, ...overrides });
+  client.on('error', () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    client.once('ready', resolve);
+    setTimeout(() => reject(new Error(`no connection to ${url} within 5 s`)), 5_000).unref();
+  });
+  return client;
+}
+
+/** The same for a cluster: every node connected and the slot map loaded. */
+export async function libraryCluster(startupNodes: Array<{ host: string; port: number }>, overrides: ClusterOptions = {}): Promise<Cluster> {
+  const client = new Cluster(startupNodes, {
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    ...overrides,
+    redisOptions: { maxRetriesPerRequest: 0, ...overrides.redisOptions },
+  });
+  client.on('error', () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    client.once('ready', resolve);
+    setTimeout(() => reject(new Error('no connection to the cluster within 10 s')), 10_000).unref();
+  });
+  return client;
 }
