@@ -1,0 +1,171 @@
+/**
+ * Hot-key shedding against a real redis-server: once a tracker is rejected with retryAfter R, this instance
+ * answers it locally until R has passed, so Redis (INFO commandstats) stops seeing an abusive client.
+ */
+import { Redis } from 'ioredis';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
+import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimiterService } from '../../lib/rate-limiter.service';
+import { createStore } from '../../lib/stores/create-store';
+import type { RateLimitStore } from '../../lib/stores/store.interface';
+import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
+
+const registry = new RateLimitAlgorithmRegistry();
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let redis: RedisProcess | undefined;
+let admin: Redis | undefined;
+const clients: Redis[] = [];
+const stores: RateLimitStore[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+}, 30_000);
+
+afterAll(async () => {
+  for (const store of stores) await store.close();
+  for (const client of clients) client.disconnect();
+  admin?.disconnect();
+  await redis?.stop();
+});
+
+async function service(extra: Partial<RateLimitModuleOptions> = {}): Promise<{ svc: RateLimiterService; store: RateLimitStore }> {
+  const client = await libraryClient(redis!.url);
+  clients.push(client);
+  const options: RateLimitModuleOptions = { redis: client, storeTimeoutMs: 2_000, onStoreError: 'fail-open', ...extra };
+  const store = createStore(options, registry);
+  stores.push(store);
+  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
+}
+
+/** Script calls Redis has run since the last CONFIG RESETSTAT (EVALSHA, plus EVAL for a script's first load on a connection). */
+async function scriptCalls(): Promise<number> {
+  const info = await admin!.info('commandstats');
+  const calls = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+  return calls('evalsha') + calls('eval');
+}
+
+// gcra, 2 per 2 s, burst 2: after two quick calls the third is rejected for about a second.
+const policy: RateLimitPolicy = { algorithm: 'gcra', limit: 2, window: '2s', name: 'hot' };
+
+describe('hot-key shedding', () => {
+  it('on (default): Redis sees the first rejection only, until retryAfter has passed; then one more call', async () => {
+    const { svc } = await service();
+    const { svc: direct } = await service({ hotKeyShedding: false });
+    // Warm both connections (the first script call of a connection is an EVAL that loads it).
+    await svc.peek(policy, 'warm');
+    await direct.peek(policy, 'warm');
+    await admin!.config('RESETSTAT');
+
+    expect((await svc.consume(policy, 'abuser')).allowed).toBe(true);
+    expect((await svc.consume(policy, 'abuser')).allowed).toBe(true);
+    const t0 = Date.now();
+    const first = await svc.consume(policy, 'abuser');
+    const t1 = Date.now();
+    expect(first).toMatchObject({ allowed: false, remaining: 0 });
+    expect(first.retryAfterMs).toBeGreaterThan(500);
+    expect(await scriptCalls()).toBe(3);
+
+    // The abuser hammers: 2,000 calls, every one answered here, none reaching Redis.
+    const hammered: RateLimitDecision[] = [];
+    for (let i = 0; i < 2_000; i++) hammered.push(await svc.consume(policy, 'abuser'));
+    expect(Date.now() - t0).toBeLessThan(first.retryAfterMs);
+    expect(hammered.every((d) => !d.allowed && d.policy === 'hot' && d.limit === 2 && d.remaining === 0 && d.reason === undefined)).toBe(true);
+    expect(await scriptCalls()).toBe(3);
+
+    // Shed decisions count retryAfter down, in step with what Redis itself says at the same moment.
+    const samples: Array<{ shed: number; redis: number; lo: number; hi: number; skew: number }> = [];
+    for (let i = 0; i < 5; i++) {
+      await sleep(40);
+      const sb = Date.now();
+      const shed = await svc.consume(policy, 'abuser');
+      const sa = Date.now();
+      const pb = Date.now();
+      const fromRedis = await direct.peek(policy, 'abuser');
+      const pa = Date.now();
+      // The shed entry was made at some local time in [t0, t1] and is read at some time in [sb, sa].
+      samples.push({ shed: shed.retryAfterMs, redis: fromRedis.retryAfterMs, lo: first.retryAfterMs - (sa - t0), hi: first.retryAfterMs - (sb - t1), skew: pa - sb + (t1 - t0) });
+    }
+    for (let i = 0; i < samples.length; i++) {
+      const s = samples[i];
+      expect(s.shed).toBeGreaterThanOrEqual(s.lo);
+      expect(s.shed).toBeLessThanOrEqual(s.hi);
+      expect(Math.abs(s.shed - s.redis)).toBeLessThanOrEqual(s.skew + 1);
+      if (i > 0) expect(s.shed).toBeLessThan(samples[i - 1].shed);
+    }
+    // Five peeks by the non-shedding instance, and nothing from the shedding one.
+    expect(await scriptCalls()).toBe(3 + 5);
+
+    // Once retryAfter has passed, the next call goes to Redis again (and is admitted: a unit came back).
+    const last = samples[samples.length - 1].shed;
+    await sleep(last + 5);
+    const after = await svc.consume(policy, 'abuser');
+    expect(after.allowed).toBe(true);
+    expect(await scriptCalls()).toBe(3 + 5 + 1);
+    // eslint-disable-next-line no-console
+    console.log(`shedding on: 2,005 abusive calls within retryAfter ${first.retryAfterMs} ms, Redis saw 3 + 1; shed retryAfter ${samples.map((s) => s.shed).join(' > ')} ms vs Redis ${samples.map((s) => s.redis).join(', ')} ms`);
+  }, 20_000);
+
+  it('off: Redis sees every call', async () => {
+    const { svc } = await service({ hotKeyShedding: false });
+    await svc.peek(policy, 'warm');
+    await admin!.config('RESETSTAT');
+    const decisions: RateLimitDecision[] = [];
+    for (let i = 0; i < 502; i++) decisions.push(await svc.consume(policy, 'abuser-off'));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(2);
+    expect(await scriptCalls()).toBe(502);
+  }, 20_000);
+
+  it('a lockout (blockFor) is shed for its whole length; another tracker and another policy still reach Redis', async () => {
+    const { svc } = await service();
+    const blocking: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', blockFor: '10s', name: 'blocking' };
+    await svc.peek(blocking, 'warm');
+    await admin!.config('RESETSTAT');
+    expect((await svc.consume(blocking, 'b')).allowed).toBe(true);
+    const rejected = await svc.consume(blocking, 'b');
+    expect(rejected).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(rejected.retryAfterMs).toBeGreaterThan(9_000);
+    for (let i = 0; i < 500; i++) expect(await svc.consume(blocking, 'b')).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(await scriptCalls()).toBe(2);
+    await svc.consume(blocking, 'other');
+    await svc.consume({ ...blocking, name: 'other-policy' }, 'b');
+    expect(await scriptCalls()).toBe(4);
+    // A peek of the same request is covered by the rejection; a cheaper one (cost 0) is not.
+    await svc.peek(blocking, 'b');
+    expect(await scriptCalls()).toBe(4);
+    expect(await svc.peek(blocking, 'b', { cost: 0 })).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(await scriptCalls()).toBe(5);
+  });
+
+  it('does not shed count-only or concurrency policies (room can come back early)', async () => {
+    const { svc } = await service();
+    const counted: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', countOnly: 'failed', name: 'counted' };
+    const leases: RateLimitPolicy = { algorithm: 'concurrency', limit: 1, window: '1h', name: 'leases' };
+    await svc.peek(counted, 'warm');
+    await svc.peek(leases, 'warm');
+    await admin!.config('RESETSTAT');
+    for (let i = 0; i < 10; i++) await svc.consume(counted, 'c');
+    for (let i = 0; i < 10; i++) await svc.consume(leases, 'c');
+    expect(await scriptCalls()).toBe(20);
+  });
+
+  it('remembers at most hotKeyShedding.maxKeys rejections', async () => {
+    const { svc, store } = await service({ hotKeyShedding: { maxKeys: 5 } });
+    const strict: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', name: 'strict' };
+    for (let i = 0; i < 50; i++) {
+      await svc.consume(strict, `t${i}`);
+      expect((await svc.consume(strict, `t${i}`)).allowed).toBe(false);
+    }
+    expect((store as unknown as { shed: Map<string, unknown> }).shed.size).toBe(5);
+    await admin!.config('RESETSTAT');
+    // The 5 most recent are shed; older ones go to Redis again (and are still rejected there).
+    for (let i = 45; i < 50; i++) expect((await svc.consume(strict, `t${i}`)).allowed).toBe(false);
+    expect(await scriptCalls()).toBe(0);
+    expect((await svc.consume(strict, 't0')).allowed).toBe(false);
+    expect(await scriptCalls()).toBe(1);
+  });
+});
