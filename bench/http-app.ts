@@ -1,0 +1,101 @@
+/**
+ * The app under test for bench/http.ts, run as its own process: one variant on one adapter, twice (an
+ * allow-all app and a reject-all app, on two ports, with separate key prefixes / throttler names so they
+ * never share a counter). Prints `READY {"allow":port,"reject":port}` when both listen.
+ *
+ * Env: BENCH_VARIANT (see VARIANTS), BENCH_ADAPTER (fastify | express), BENCH_REDIS_URL,
+ *      BENCH_HTTP_ALGORITHM, BENCH_HTTP_PEER_AUTOPIPELINE=1 (give the peer's Redis client auto-pipelining too).
+ */
+import 'reflect-metadata';
+import { Controller, Get, Module, type DynamicModule, type INestApplication, type Provider, type Type } from '@nestjs/common';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
+import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
+import * as lib from '../lib';
+import type { RateLimitAlgorithmName } from '../lib';
+
+export const VARIANTS = ['bare', 'ours-memory', 'ours-redis', 'throttler-memory', 'throttler-redis'] as const;
+export type HttpVariant = (typeof VARIANTS)[number];
+export type LimitMode = 'allow' | 'reject';
+
+/** Allow-all: never reached during a run. Reject-all: one request, then 429s. */
+const LIMIT: Record<LimitMode, number> = { allow: 1_000_000_000, reject: 1 };
+const WINDOW_MS = 60_000;
+
+/** Whether this checkout has the guard (it landed while the suite was written; older trees lack it). */
+export function hasLibGuard(): boolean {
+  return 'RateLimitGuard' in lib;
+}
+
+@Controller()
+class BenchController {
+  @Get()
+  hello(): string {
+    return 'ok';
+  }
+}
+
+function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: string): DynamicModule[] {
+  const algorithm = (process.env.BENCH_HTTP_ALGORITHM ?? 'fixed-window') as RateLimitAlgorithmName;
+  const limit = LIMIT[mode];
+  switch (variant) {
+    case 'bare':
+      return [];
+    case 'ours-memory':
+    case 'ours-redis':
+      return [
+        lib.RateLimitModule.forRoot({
+          ...(variant === 'ours-redis' ? { redis: redisUrl } : {}),
+          prefix: `rl-${mode}`,
+          defaultPolicy: { algorithm, limit, window: WINDOW_MS },
+        }),
+      ];
+    case 'throttler-memory':
+      return [ThrottlerModule.forRoot([{ name: mode, ttl: WINDOW_MS, limit }])];
+    case 'throttler-redis': {
+      // A URL, as its README shows: the storage then owns (and closes) its client.
+      const storage = new ThrottlerStorageRedisService(redisUrl, process.env.BENCH_HTTP_PEER_AUTOPIPELINE === '1' ? { enableAutoPipelining: true } : {});
+      return [ThrottlerModule.forRoot({ throttlers: [{ name: mode, ttl: WINDOW_MS, limit }], storage })];
+    }
+  }
+}
+
+function appModule(variant: HttpVariant, mode: LimitMode, redisUrl: string): Type {
+  const providers: Provider[] = variant.startsWith('throttler') ? [{ provide: APP_GUARD, useClass: ThrottlerGuard }] : [];
+  @Module({ imports: rateLimitImports(variant, mode, redisUrl), controllers: [BenchController], providers })
+  class BenchAppModule {}
+  return BenchAppModule;
+}
+
+async function listen(variant: HttpVariant, adapter: string, mode: LimitMode, redisUrl: string): Promise<{ app: INestApplication; port: number }> {
+  const module = appModule(variant, mode, redisUrl);
+  const app = adapter === 'fastify' ? await NestFactory.create(module, new FastifyAdapter(), { logger: false }) : await NestFactory.create(module, { logger: false });
+  await app.listen(0, '127.0.0.1');
+  const address = app.getHttpServer().address() as { port: number };
+  return { app, port: address.port };
+}
+
+async function main(): Promise<void> {
+  const variant = process.env.BENCH_VARIANT as HttpVariant;
+  const adapter = process.env.BENCH_ADAPTER ?? 'fastify';
+  const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+  if (!VARIANTS.includes(variant)) throw new Error(`BENCH_VARIANT must be one of ${VARIANTS.join(', ')}`);
+  if (variant.startsWith('ours') && !hasLibGuard()) throw new Error('lib has no RateLimitGuard yet: the ours-* variants cannot run.');
+  const allow = await listen(variant, adapter, 'allow', redisUrl);
+  const reject = await listen(variant, adapter, 'reject', redisUrl);
+  process.stdout.write(`READY ${JSON.stringify({ allow: allow.port, reject: reject.port })}\n`);
+  const stop = async () => {
+    await Promise.allSettled([allow.app.close(), reject.app.close()]);
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop());
+  process.once('SIGINT', () => void stop());
+}
+
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(error);
+    process.exit(1);
+  });
+}

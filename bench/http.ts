@@ -1,0 +1,172 @@
+/**
+ * HTTP overhead: a Nest endpoint on Fastify and on Express, loaded by autocannon in its own process, for
+ * the bare app, our guard on the memory store and on Redis, @nestjs/throttler in memory and with
+ * @nest-lab/throttler-storage-redis; allow-all and reject-all limits. Each round boots every variant
+ * afresh (bench/http-app.ts), warms it up, then measures; variants are interleaved within a round and
+ * compared with the bare app of the same round.
+ *
+ *   npm run bench:http   (BENCH_ROUNDS, BENCH_HTTP_SECONDS, BENCH_HTTP_WARMUP_SECONDS, BENCH_HTTP_CONNECTIONS,
+ *                         BENCH_HTTP_ALGORITHM, BENCH_ONLY=bare,ours-redis,…, BENCH_HTTP_ADAPTERS=fastify,express)
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Redis } from 'ioredis';
+import { hasLibGuard, VARIANTS, type HttpVariant, type LimitMode } from './http-app';
+import { benchRedis } from './support/redis';
+import { fmtRate, fmtRatios, heading, median, table } from './support/report';
+import { selected, settings } from './support/settings';
+
+const ADAPTERS = (process.env.BENCH_HTTP_ADAPTERS ?? 'fastify,express').split(',').map((s) => s.trim());
+const MODES: LimitMode[] = ['allow', 'reject'];
+const APP = join(__dirname, 'http-app.ts');
+const AUTOCANNON = require.resolve('autocannon/autocannon.js');
+
+interface Load {
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Share of responses that were not 2xx (429s when rejecting). */
+  non2xx: number;
+  errors: number;
+}
+
+/** Boots one variant's app pair in a child process and resolves with its ports. */
+async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Promise<{ child: ChildProcess; ports: Record<LimitMode, number> }> {
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', APP], {
+    env: { ...process.env, BENCH_VARIANT: variant, BENCH_ADAPTER: adapter, BENCH_REDIS_URL: redisUrl, BENCH_HTTP_ALGORITHM: settings.httpAlgorithm },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout! });
+  const ports = await new Promise<Record<LimitMode, number>>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${variant}/${adapter} app exited with ${code} before listening`)));
+    lines.on('line', (line) => {
+      if (line.startsWith('READY ')) resolve(JSON.parse(line.slice(6)) as Record<LimitMode, number>);
+    });
+  });
+  return { child, ports };
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** autocannon in its own process, JSON out. */
+async function load(port: number, seconds: number): Promise<Load> {
+  const child = spawn(process.execPath, [AUTOCANNON, '-c', String(settings.httpConnections), '-d', String(seconds), '-j', `http://127.0.0.1:${port}/`], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const r = JSON.parse(out) as { requests: { average: number; total: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.requests.total ? r.non2xx / r.requests.total : 0, errors: r.errors };
+}
+
+async function main(): Promise<void> {
+  const guard = hasLibGuard();
+  const variants = VARIANTS.filter((v) => selected(v) && (guard || !v.startsWith('ours')));
+  const redis = await benchRedis();
+  const admin = new Redis({ port: redis.port });
+  const redisUrl = `redis://127.0.0.1:${redis.port}`;
+  const results = new Map<string, Load[]>();
+  const id = (adapter: string, variant: HttpVariant, mode: LimitMode) => `${adapter}|${variant}|${mode}`;
+  const children = new Set<ChildProcess>();
+  try {
+    for (let round = 0; round < settings.rounds; round++) {
+      for (const adapter of ADAPTERS) {
+        for (const variant of variants) {
+          await admin.flushall();
+          const { child, ports } = await boot(variant, adapter, redisUrl);
+          children.add(child);
+          // The bare app has no limit: one measurement serves both columns.
+          for (const mode of variant === 'bare' ? (['allow'] as const) : MODES) {
+            await load(ports[mode], settings.httpWarmupSeconds);
+            const result = await load(ports[mode], settings.httpSeconds);
+            results.set(id(adapter, variant, mode), [...(results.get(id(adapter, variant, mode)) ?? []), result]);
+          }
+          await stop(child);
+          children.delete(child);
+        }
+      }
+      process.stderr.write(`http: round ${round + 1}/${settings.rounds} done\n`);
+    }
+  } finally {
+    for (const child of children) await stop(child);
+    admin.disconnect();
+    await redis.stop();
+  }
+  report(variants, results, id, guard);
+}
+
+function report(variants: readonly HttpVariant[], results: Map<string, Load[]>, id: (a: string, v: HttpVariant, m: LimitMode) => string, guard: boolean): void {
+  heading('HTTP: Nest endpoint + guard, autocannon in a separate process', {
+    rounds: settings.rounds,
+    seconds: settings.httpSeconds,
+    warmup: settings.httpWarmupSeconds,
+    connections: settings.httpConnections,
+    ourAlgorithm: settings.httpAlgorithm,
+    window: '60s',
+    note: 'req/s median of rounds; "× bare" = median of same-round ratios to the bare app; latency p50 / p99 in ms',
+  });
+  if (!guard) console.log('> lib has no `RateLimitGuard` in this checkout: the ours-* variants were skipped.\n');
+  const ratios = (adapter: string, variant: HttpVariant, mode: LimitMode, baseVariant: HttpVariant, baseMode: LimitMode): number[] => {
+    const own = results.get(id(adapter, variant, mode)) ?? [];
+    const base = results.get(id(adapter, baseVariant, baseMode)) ?? [];
+    return own.map((r, i) => r.rps / (base[i]?.rps ?? NaN));
+  };
+  for (const adapter of ADAPTERS) {
+    console.log(`\n### ${adapter}\n`);
+    const rows: string[][] = [];
+    for (const mode of MODES) {
+      for (const variant of variants) {
+        if (variant === 'bare' && mode === 'reject') continue;
+        const runs = results.get(id(adapter, variant, mode)) ?? [];
+        if (runs.length === 0) continue;
+        rows.push([
+          variant === 'bare' ? 'bare (no limiter)' : `${variant}, ${mode}-all`,
+          fmtRate(median(runs.map((r) => r.rps))),
+          variant === 'bare' ? '1.00×' : fmtRatios(ratios(adapter, variant, mode, 'bare', 'allow')),
+          `${median(runs.map((r) => r.p50)).toFixed(1)} / ${median(runs.map((r) => r.p99)).toFixed(1)}`,
+          `${(median(runs.map((r) => r.non2xx)) * 100).toFixed(1)}%`,
+          String(runs.reduce((n, r) => n + r.errors, 0)),
+        ]);
+      }
+    }
+    console.log(table(['variant', 'req/s', '× bare (rounds)', 'latency p50 / p99 ms', 'non-2xx', 'errors'], rows));
+  }
+  console.log('\n### Targets (per-round ratios in this run)\n');
+  const targets: string[][] = [];
+  for (const adapter of ADAPTERS) {
+    for (const mode of MODES) {
+      if (variants.includes('ours-redis') && variants.includes('throttler-redis')) {
+        const r = ratios(adapter, 'ours-redis', mode, 'throttler-redis', mode);
+        targets.push([`${adapter} ${mode}-all: ours-redis vs throttler-redis`, adapter === 'fastify' ? '≥ 1.3×' : '—', fmtRatios(r), adapter === 'fastify' ? met(r, 1.3) : '']);
+      }
+      if (variants.includes('ours-memory') && variants.includes('bare')) {
+        const r = ratios(adapter, 'ours-memory', mode, 'bare', 'allow');
+        targets.push([`${adapter} ${mode}-all: ours-memory vs bare`, adapter === 'fastify' ? '≥ 0.85×' : '—', fmtRatios(r), adapter === 'fastify' ? met(r, 0.85) : '']);
+      }
+      if (variants.includes('ours-memory') && variants.includes('throttler-memory')) {
+        const r = ratios(adapter, 'ours-memory', mode, 'throttler-memory', mode);
+        targets.push([`${adapter} ${mode}-all: ours-memory vs throttler-memory`, '—', fmtRatios(r), '']);
+      }
+    }
+  }
+  console.log(table(['comparison', 'goal', 'median (rounds)', 'met'], targets));
+}
+
+function met(ratios: number[], goal: number): string {
+  const m = median(ratios);
+  return Number.isFinite(m) ? (m >= goal ? 'yes' : 'no') : 'n/a';
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
