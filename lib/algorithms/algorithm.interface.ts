@@ -24,6 +24,11 @@ export interface AlgorithmVerdict<S> {
   next: S | undefined;
   /** Lifetime of `next` in ms; 0 means the state equals "no state" and can be deleted. */
   ttlMs: number;
+  /**
+   * The current state re-expressed for changed params (a change of units, not a charge), stored whatever
+   * the outcome — as the Lua fragment writes it during its check.
+   */
+  rewrite?: AlgorithmRefund<S>;
 }
 
 /** State after a refund; `ttlMs` 0 means the state equals "no state". */

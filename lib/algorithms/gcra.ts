@@ -4,10 +4,15 @@ import { ceilDiv } from '../utils/math';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
 import { decideBucket } from './bucket';
 
-/** Theoretical arrival time: whole ms `t` plus `r` in 1/limit ms. */
+/**
+ * Theoretical arrival time: whole ms `t` plus `r` in 1/`l` ms, measured with limit `l` and window `w`
+ * (kept so that a changed rate rescales what is owed).
+ */
 export interface GcraState {
   t: number;
   r: number;
+  l: number;
+  w: number;
 }
 
 /**
@@ -23,21 +28,29 @@ export class GcraAlgorithm implements RateLimitAlgorithm<GcraState> {
   readonly lua = readFileSync(join(__dirname, 'gcra.lua'), 'utf8');
 
   check(state: GcraState | undefined, params: AlgorithmParams, cost: number, now: number): AlgorithmVerdict<GcraState> {
-    const v = decideBucket(debtOf(state, params.limit, now), params, cost);
-    return { ...v, delayMs: 0, ...(v.allowed ? stored(v.debt, params.limit, now) : { next: undefined, ttlMs: 0 }) };
+    const debt = debtOf(state, params, now);
+    const v = decideBucket(debt, params, cost);
+    const rewrite = state && debt > 0 && (state.l !== params.limit || state.w !== params.windowMs) ? stored(debt, params, now) : undefined;
+    return { ...v, delayMs: 0, ...(v.allowed ? stored(v.debt, params, now) : { next: undefined, ttlMs: 0 }), rewrite };
   }
 
   refund(state: GcraState | undefined, params: AlgorithmParams, cost: number, now: number) {
-    return stored(Math.max(debtOf(state, params.limit, now) - cost * params.windowMs, 0), params.limit, now);
+    return stored(Math.max(debtOf(state, params, now) - cost * params.windowMs, 0), params, now);
   }
 }
 
-function debtOf(state: GcraState | undefined, limit: number, now: number): number {
+/**
+ * What is owed, in window-scaled units; rescaled from the window it was measured with. A state measured
+ * with another limit or window is rewritten in the current units (`rewrite`), as gcra.lua does.
+ */
+function debtOf(state: GcraState | undefined, { windowMs }: AlgorithmParams, now: number): number {
   if (!state) return 0;
-  return Math.max((state.t - now) * limit + state.r, 0);
+  const debt = (state.t - now) * state.l + state.r;
+  if (debt <= 0) return 0;
+  return state.w !== windowMs ? ceilDiv(debt * windowMs, state.w) : debt;
 }
 
-function stored(debt: number, limit: number, now: number) {
+function stored(debt: number, { limit, windowMs }: AlgorithmParams, now: number) {
   if (debt === 0) return { next: undefined, ttlMs: 0 };
-  return { next: { t: now + Math.floor(debt / limit), r: debt % limit }, ttlMs: ceilDiv(debt, limit) };
+  return { next: { t: now + Math.floor(debt / limit), r: debt % limit, l: limit, w: windowMs }, ttlMs: ceilDiv(debt, limit) };
 }

@@ -114,6 +114,7 @@ export class MemoryStore implements RateLimitStore {
     }
     const { algorithm, params, cost } = call;
     const v = algorithm.check(this.read(call.stateKey, now, true), params, cost, now, call.token);
+    if (v.rewrite) this.write(call.stateKey, v.rewrite.next, v.rewrite.ttlMs, now);
     const verdict: StoreVerdict = { allowed: v.allowed, remaining: v.remaining, resetMs: v.resetMs, retryAfterMs: v.retryAfterMs, delayMs: v.delayMs, reason: 0 };
     const capacity = algorithm.usesBurst ? params.burst : params.limit;
     if (cost > capacity) {

@@ -370,7 +370,7 @@ describe('3. token bucket', () => {
   });
 });
 
-describe('4. a changed rate takes effect at once (nothing of the config is stored)', () => {
+describe('4. a changed rate takes effect at once', () => {
   test.each(ALGORITHMS)('%s: limit raised from 2 to 5 on the same key', async (algorithm) => {
     const tracker = freshTracker(`raise-${algorithm}`);
     const W = 60_000;
@@ -381,10 +381,12 @@ describe('4. a changed rate takes effect at once (nothing of the config is store
     expect((await decide([before], tracker)).allowed).toBe(false);
     const raised = await decide([after], tracker);
     const el = raised.nowMs - first.nowMs;
-    if (algorithm === 'token-bucket' || algorithm === 'gcra') {
-      // The bucket was emptied; it now refills at the new rate 5/W (one unit every W/5, not W/2).
+    if (algorithm === 'token-bucket') {
+      // A token bucket stores the tokens left (none), not the burst they came from: it now refills at the
+      // new rate 5/W (one unit every W/5, not W/2).
       expect(raised.verdicts[0]).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: ceilDiv(W - 5 * el, 5) });
     } else {
+      // The others store what was used (gcra and leaky-bucket: what is owed), so a larger capacity is free.
       // Two units used of a limit that is now 5: allowed at once, two left.
       expect(raised.verdicts[0]).toMatchObject({ allowed: true, remaining: 2, retryAfterMs: 0 });
       if (algorithm === 'leaky-bucket') expect(raised.verdicts[0].delayMs).toBe(ceilDiv(2 * W - 5 * el, 5));
@@ -401,7 +403,17 @@ describe('4. a changed rate takes effect at once (nothing of the config is store
       expect(first.allowed).toBe(true);
       const peek = await decide([after], tracker, 'peek');
       const el = peek.nowMs - first.nowMs;
-      // Two units owed, repaid at 2 per 100 ms: one unit is free 50 ms after the first call (not 500 ms).
+      if (algorithm === 'gcra') {
+        // GCRA keeps no last-update time: what was owed until the change is measured at the old rate
+        // (2 units less el·2/1000), then rescaled to the new window and repaid at 2 per 100 ms.
+        const owed = ceilDiv((2000 - 2 * el) * 100, 1000);
+        expect(peek.verdicts[0]).toMatchObject({ allowed: false, retryAfterMs: ceilDiv(owed - 100, 2) });
+        await untilServerMs(peek.nowMs + ceilDiv(owed - 100, 2));
+        expect((await decide([after], tracker)).verdicts[0]).toMatchObject({ allowed: true, retryAfterMs: 0 });
+        return;
+      }
+      // Two units owed, repaid at 2 per 100 ms since the last update: one unit is free 50 ms after the
+      // first call (not 500 ms).
       if (el < 50) expect(peek.verdicts[0]).toMatchObject({ allowed: false, retryAfterMs: 50 - el });
       else expect(peek.verdicts[0]).toMatchObject({ allowed: true });
       await untilServerMs(first.nowMs + 50);
@@ -424,7 +436,10 @@ describe('4. a changed rate takes effect at once (nothing of the config is store
     const rejected = await decide([before], tracker);
     expect(rejected.verdicts[0].retryAfterMs).toBe(10_000 - (rejected.nowMs - first.nowMs));
     const raised = await decide([after], tracker, 'peek');
-    expect(raised.verdicts[0]).toMatchObject({ allowed: false, retryAfterMs: 1000 - (raised.nowMs - first.nowMs) });
+    const el = raised.nowMs - first.nowMs;
+    // gcra repays what was owed until the change at the old rate (el ms of 1 per 10 s), then at the new one.
+    const expected = algorithm === 'gcra' ? ceilDiv(10_000 - el, 10) : 1000 - el;
+    expect(raised.verdicts[0]).toMatchObject({ allowed: false, retryAfterMs: expected });
   });
 });
 
