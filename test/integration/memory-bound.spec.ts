@@ -15,7 +15,15 @@ import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
 import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
 
-const ALGORITHMS: readonly RateLimitAlgorithmName[] = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra', 'leaky-bucket', 'concurrency'];
+const ALGORITHMS: readonly RateLimitAlgorithmName[] = [
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+  'leaky-bucket',
+  'concurrency',
+];
 const registry = new RateLimitAlgorithmRegistry();
 
 describe('memory store bound', () => {
@@ -48,7 +56,6 @@ describe('memory store bound', () => {
       if (store.size > peak) peak = store.size;
       if (i % 1000 === 0) clock += 1;
     }
-    // eslint-disable-next-line no-console
     console.log(`memory store: 1,000,000 trackers, ${allowed} admitted, peak ${peak} keys, final ${store.size} keys (maxKeys ${MAX})`);
     expect(peak).toBeLessThanOrEqual(MAX);
     expect(store.size).toBeLessThanOrEqual(MAX);
@@ -102,7 +109,13 @@ describe('every Redis key has a TTL', () => {
     const svc = service!;
     const trackers = ['u1', 'a:b', '{x}', 'line\nbreak', '😀', 'k'.repeat(5_000), '10.0.0.1'];
     const window = '10m';
-    const byAlg = (algorithm: RateLimitAlgorithmName, extra: Partial<RateLimitPolicy> = {}): RateLimitPolicy => ({ algorithm, limit: 3, window, name: `p-${algorithm}`, ...extra });
+    const byAlg = (algorithm: RateLimitAlgorithmName, extra: Partial<RateLimitPolicy> = {}): RateLimitPolicy => ({
+      algorithm,
+      limit: 3,
+      window,
+      name: `p-${algorithm}`,
+      ...extra,
+    });
     const plain = ALGORITHMS.map((a) => byAlg(a));
     const blocking = ALGORITHMS.filter((a) => a !== 'concurrency').map((a) => byAlg(a, { name: `b-${a}`, blockFor: '5m' }));
     const counting = ALGORITHMS.filter((a) => a !== 'concurrency').map((a) => byAlg(a, { name: `c-${a}`, countOnly: 'failed' }));
@@ -151,8 +164,9 @@ describe('every Redis key has a TTL', () => {
       return ttl as number;
     });
     const without = keys.filter((_, i) => !(ttls[i] > 0));
-    // eslint-disable-next-line no-console
-    console.log(`TTL scan: ${decisions} decisions, ${keys.length} keys under the prefix, ${without.length} without a TTL; longest PTTL ${Math.max(...ttls)} ms`);
+    console.log(
+      `TTL scan: ${decisions} decisions, ${keys.length} keys under the prefix, ${without.length} without a TTL; longest PTTL ${Math.max(...ttls)} ms`,
+    );
     expect(keys.length).toBeGreaterThan(trackers.length * ALGORITHMS.length);
     expect(without).toEqual([]);
     // Nothing outlives what it must remember: at most two of the longest window (sliding-window keeps the

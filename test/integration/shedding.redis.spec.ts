@@ -74,7 +74,9 @@ describe('hot-key shedding', () => {
     const hammered: RateLimitDecision[] = [];
     for (let i = 0; i < 2_000; i++) hammered.push(await svc.consume(policy, 'abuser'));
     expect(Date.now() - t0).toBeLessThan(first.retryAfterMs);
-    expect(hammered.every((d) => !d.allowed && d.policy === 'hot' && d.limit === 2 && d.remaining === 0 && d.reason === undefined)).toBe(true);
+    expect(hammered.every((d) => !d.allowed && d.policy === 'hot' && d.limit === 2 && d.remaining === 0 && d.reason === undefined)).toBe(
+      true,
+    );
     expect(await scriptCalls()).toBe(3);
 
     // Shed decisions count retryAfter down, in step with what Redis itself says at the same moment.
@@ -84,11 +86,16 @@ describe('hot-key shedding', () => {
       const sb = Date.now();
       const shed = await svc.consume(policy, 'abuser');
       const sa = Date.now();
-      const pb = Date.now();
       const fromRedis = await direct.peek(policy, 'abuser');
       const pa = Date.now();
       // The shed entry was made at some local time in [t0, t1] and is read at some time in [sb, sa].
-      samples.push({ shed: shed.retryAfterMs, redis: fromRedis.retryAfterMs, lo: first.retryAfterMs - (sa - t0), hi: first.retryAfterMs - (sb - t1), skew: pa - sb + (t1 - t0) });
+      samples.push({
+        shed: shed.retryAfterMs,
+        redis: fromRedis.retryAfterMs,
+        lo: first.retryAfterMs - (sa - t0),
+        hi: first.retryAfterMs - (sb - t1),
+        skew: pa - sb + (t1 - t0),
+      });
     }
     for (let i = 0; i < samples.length; i++) {
       const s = samples[i];
@@ -106,8 +113,9 @@ describe('hot-key shedding', () => {
     const after = await svc.consume(policy, 'abuser');
     expect(after.allowed).toBe(true);
     expect(await scriptCalls()).toBe(3 + 5 + 1);
-    // eslint-disable-next-line no-console
-    console.log(`shedding on: 2,005 abusive calls within retryAfter ${first.retryAfterMs} ms, Redis saw 3 + 1; shed retryAfter ${samples.map((s) => s.shed).join(' > ')} ms vs Redis ${samples.map((s) => s.redis).join(', ')} ms`);
+    console.log(
+      `shedding on: 2,005 abusive calls within retryAfter ${first.retryAfterMs} ms, Redis saw 3 + 1; shed retryAfter ${samples.map((s) => s.shed).join(' > ')} ms vs Redis ${samples.map((s) => s.redis).join(', ')} ms`,
+    );
   }, 20_000);
 
   it('off: Redis sees every call', async () => {

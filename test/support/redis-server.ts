@@ -100,11 +100,17 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterProces
   };
   try {
     for (let i = 0; i < masters; i++) {
-      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000']));
+      nodes.push(
+        await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000']),
+      );
     }
     const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
-    const created = spawnSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
-    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.error?.message ?? ''}${created.stderr || created.stdout}`);
+    const created = spawnSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    if (created.status !== 0)
+      throw new Error(`redis-cli --cluster create failed: ${created.error?.message ?? ''}${created.stderr || created.stdout}`);
     // Wait until every node agrees the cluster is ok and knows every master.
     for (const node of nodes) {
       const probe = new Redis({ port: node.port, maxRetriesPerRequest: 1 });
@@ -150,7 +156,10 @@ export async function libraryClient(url: string, overrides: RedisOptions = {}): 
 }
 
 /** The same for a cluster: every node connected and the slot map loaded. */
-export async function libraryCluster(startupNodes: Array<{ host: string; port: number }>, overrides: ClusterOptions = {}): Promise<Cluster> {
+export async function libraryCluster(
+  startupNodes: Array<{ host: string; port: number }>,
+  overrides: ClusterOptions = {},
+): Promise<Cluster> {
   const client = new Cluster(startupNodes, {
     enableOfflineQueue: false,
     enableAutoPipelining: true,

@@ -98,7 +98,8 @@ describe('encodeTracker', () => {
     for (const input of inputs) {
       const out = encodeTracker(input);
       const clash = outputs.get(out);
-      if (clash !== undefined) throw new Error(`${JSON.stringify(input.slice(0, 40))} and ${JSON.stringify(clash.slice(0, 40))} both encode to ${out}`);
+      if (clash !== undefined)
+        throw new Error(`${JSON.stringify(input.slice(0, 40))} and ${JSON.stringify(clash.slice(0, 40))} both encode to ${out}`);
       outputs.set(out, input);
     }
     expect(outputs.size).toBe(inputs.length);

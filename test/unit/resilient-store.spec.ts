@@ -28,7 +28,14 @@ class FakeStore implements RateLimitStore {
     return this.answer<StoreDecision>(() => ({
       nowMs: 0,
       allowed: true,
-      verdicts: calls.map((c) => ({ allowed: true, remaining: c.params.limit - c.cost, resetMs: 1_000, retryAfterMs: 0, delayMs: 0, reason: 0 as const })),
+      verdicts: calls.map((c) => ({
+        allowed: true,
+        remaining: c.params.limit - c.cost,
+        resetMs: 1_000,
+        retryAfterMs: 0,
+        delayMs: 0,
+        reason: 0 as const,
+      })),
     }));
   }
   refund(): Promise<void> {
@@ -75,7 +82,12 @@ function engineOver(store: RateLimitStore, onStoreError: StoreFallback = 'fail-o
   return new RateLimitEngine(store, { onStoreError });
 }
 
-const policy = (extra: Partial<RateLimitPolicy> = {}): RateLimitPolicy => ({ algorithm: 'fixed-window', limit: 10, window: '1h', ...extra });
+const policy = (extra: Partial<RateLimitPolicy> = {}): RateLimitPolicy => ({
+  algorithm: 'fixed-window',
+  limit: 10,
+  window: '1h',
+  ...extra,
+});
 const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -145,7 +157,9 @@ describe('deadline', () => {
     fake.behaviour = 'hang';
     const store = resilient(fake, { retryAfterFailureMs: 0 });
     const engine = engineOver(store);
-    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => engine.decide(trackerKeyPrefix('rl', `u${i}`), [request(policy())], 'consume')));
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => engine.decide(trackerKeyPrefix('rl', `u${i}`), [request(policy())], 'consume')),
+    );
     expect(results.every((r) => r.decisions[0].reason === 'store-unavailable')).toBe(true);
     expect(fake.decides).toBe(200);
     expect(created).toHaveLength(1);
@@ -188,14 +202,30 @@ describe('fallbacks', () => {
     const { store } = failing();
     const d = await engineOver(store, 'fail-open').decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
     expect(d.allowed).toBe(true);
-    expect(d.decisions[0]).toEqual({ allowed: true, policy: 'default', limit: 10, remaining: 10, resetMs: 0, retryAfterMs: 0, reason: 'store-unavailable' });
+    expect(d.decisions[0]).toEqual({
+      allowed: true,
+      policy: 'default',
+      limit: 10,
+      remaining: 10,
+      resetMs: 0,
+      retryAfterMs: 0,
+      reason: 'store-unavailable',
+    });
   });
 
   it('fail-closed rejects, reason store-unavailable, retry after 1 s', async () => {
     const { store } = failing();
     const d = await engineOver(store, 'fail-closed').decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
     expect(d.allowed).toBe(false);
-    expect(d.decisions[0]).toEqual({ allowed: false, policy: 'default', limit: 10, remaining: 0, resetMs: 0, retryAfterMs: 1_000, reason: 'store-unavailable' });
+    expect(d.decisions[0]).toEqual({
+      allowed: false,
+      policy: 'default',
+      limit: 10,
+      remaining: 0,
+      resetMs: 0,
+      retryAfterMs: 1_000,
+      reason: 'store-unavailable',
+    });
   });
 
   it('insurance grants exactly the local share of the limit (0.5 of 10 → 5), per tracker', async () => {
@@ -203,7 +233,8 @@ describe('fallbacks', () => {
     const engine = engineOver(store, 'insurance');
     const run = async (tracker: string) => {
       const out = [];
-      for (let i = 0; i < 12; i++) out.push((await engine.decide(trackerKeyPrefix('rl', tracker), [request(policy())], 'consume')).decisions[0]);
+      for (let i = 0; i < 12; i++)
+        out.push((await engine.decide(trackerKeyPrefix('rl', tracker), [request(policy())], 'consume')).decisions[0]);
       return out;
     };
     const a = await run('a');
