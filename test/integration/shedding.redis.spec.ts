@@ -161,6 +161,25 @@ describe('hot-key shedding', () => {
     expect(await scriptCalls()).toBe(20);
   });
 
+  it('a refund makes room before retryAfter: the next call is decided by Redis, not by the remembered rejection', async () => {
+    const { svc } = await service();
+    const { svc: direct } = await service({ hotKeyShedding: false });
+    const plain: RateLimitPolicy = { algorithm: 'fixed-window', limit: 2, window: '1h', name: 'refunded' };
+    const multi: RateLimitPolicy[] = [plain, { algorithm: 'gcra', limit: 100, window: '1h', name: 'other' }];
+    for (const run of [svc, direct]) {
+      const tracker = run === svc ? 'shed' : 'direct';
+      expect((await run.consume(plain, tracker)).allowed).toBe(true);
+      expect((await run.consume(plain, tracker)).allowed).toBe(true);
+      expect((await run.consume(plain, tracker)).allowed).toBe(false);
+      expect((await run.consumeAll(multi, tracker)).allowed).toBe(false);
+      await run.refund(plain, tracker, 1);
+      // Redis has room for one again: single-policy and multi-policy calls must see it.
+      expect((await run.consumeAll(multi, tracker)).allowed).toBe(true);
+      await run.refund(plain, tracker, 1);
+      expect(await run.consume(plain, tracker)).toMatchObject({ allowed: true, remaining: 0 });
+    }
+  });
+
   it('remembers at most hotKeyShedding.maxKeys rejections', async () => {
     const { svc, store } = await service({ hotKeyShedding: { maxKeys: 5 } });
     const strict: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', name: 'strict' };
