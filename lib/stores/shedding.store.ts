@@ -19,6 +19,8 @@ interface Shed {
  */
 export class SheddingStore implements RateLimitStore {
   private readonly shed = new Map<string, Shed>();
+  /** Remembered rejections by the state keys they involve, so a refund finds the ones it voids at once. */
+  private readonly byStateKey = new Map<string, Set<string>>();
 
   constructor(
     private readonly inner: RateLimitStore,
@@ -37,7 +39,9 @@ export class SheddingStore implements RateLimitStore {
     return decision;
   }
 
+  /** A refund makes room before retryAfter: forget the rejections it concerns, so the store decides again. */
   refund(calls: readonly RateLimitCall[]): Promise<void> {
+    for (const call of calls) for (const key of [...(this.byStateKey.get(call.stateKey) ?? [])]) this.drop(key);
     return this.inner.refund(calls);
   }
 
@@ -48,11 +52,13 @@ export class SheddingStore implements RateLimitStore {
   /** `reset` and `unblock` are rare operator actions: forget every remembered rejection. */
   delete(keys: readonly string[]): Promise<void> {
     this.shed.clear();
+    this.byStateKey.clear();
     return this.inner.delete(keys);
   }
 
   close(): Promise<void> {
     this.shed.clear();
+    this.byStateKey.clear();
     return this.inner.close();
   }
 
@@ -61,7 +67,7 @@ export class SheddingStore implements RateLimitStore {
     if (!entry) return undefined;
     const now = this.clock();
     if (now >= entry.until) {
-      this.shed.delete(key);
+      this.drop(key);
       return undefined;
     }
     if (!covers(entry.calls, calls)) return undefined;
@@ -84,9 +90,26 @@ export class SheddingStore implements RateLimitStore {
     const waits = decision.verdicts.filter((v) => !v.allowed).map((v) => v.retryAfterMs);
     const retry = waits.some((w) => w < 0) ? Infinity : Math.max(...waits);
     if (retry <= 0) return;
-    if (this.shed.size >= this.maxEntries) this.shed.delete(this.shed.keys().next().value as string);
+    this.drop(key);
+    if (this.shed.size >= this.maxEntries) this.drop(this.shed.keys().next().value as string);
     const now = this.clock();
     this.shed.set(key, { until: now + retry, at: now, calls, decision });
+    for (const call of calls) {
+      let keys = this.byStateKey.get(call.stateKey);
+      if (!keys) this.byStateKey.set(call.stateKey, (keys = new Set()));
+      keys.add(key);
+    }
+  }
+
+  private drop(key: string): void {
+    const entry = this.shed.get(key);
+    if (!entry) return;
+    this.shed.delete(key);
+    for (const call of entry.calls) {
+      const keys = this.byStateKey.get(call.stateKey);
+      keys?.delete(key);
+      if (keys?.size === 0) this.byStateKey.delete(call.stateKey);
+    }
   }
 }
 

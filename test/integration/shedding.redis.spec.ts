@@ -188,6 +188,7 @@ describe('hot-key shedding', () => {
       expect((await svc.consume(strict, `t${i}`)).allowed).toBe(false);
     }
     expect((store as unknown as { shed: Map<string, unknown> }).shed.size).toBe(5);
+    expect((store as unknown as { byStateKey: Map<string, unknown> }).byStateKey.size).toBe(5);
     await admin!.config('RESETSTAT');
     // The 5 most recent are shed; older ones go to Redis again (and are still rejected there).
     for (let i = 45; i < 50; i++) expect((await svc.consume(strict, `t${i}`)).allowed).toBe(false);
