@@ -2,13 +2,7 @@ import type { ExecutionContext } from '@nestjs/common';
 
 /** Names of the built-in algorithms; see the README's algorithms table. */
 export type RateLimitAlgorithmName =
-  | 'fixed-window'
-  | 'sliding-window'
-  | 'sliding-log'
-  | 'token-bucket'
-  | 'gcra'
-  | 'leaky-bucket'
-  | 'concurrency';
+  'fixed-window' | 'sliding-window' | 'sliding-log' | 'token-bucket' | 'gcra' | 'leaky-bucket' | 'concurrency';
 
 /**
  * A length of time: a number of milliseconds, or a string such as `'250ms'`, `'1s'`, `'1m'`, `'1h'`, `'1d'`.
@@ -21,9 +15,10 @@ export type ContextValue<T> = T | ((context: ExecutionContext) => T | Promise<T>
 
 /**
  * Whose quota a request draws from: the client IP (`'ip'`), the authenticated user (`'user'`, falling back
- * to the IP), or any string computed from the execution context (an API key, a tenant id, …).
+ * to the IP), or any string computed from the execution context (an API key, a tenant id, …); a function
+ * returning `undefined` (or `''`) falls back to the client IP.
  */
-export type RateLimitTracker = 'ip' | 'user' | ((context: ExecutionContext) => string | Promise<string>);
+export type RateLimitTracker = 'ip' | 'user' | ((context: ExecutionContext) => string | undefined | Promise<string | undefined>);
 
 /**
  * One rate-limiting rule. Field names are part of the public contract.

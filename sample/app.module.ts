@@ -1,0 +1,24 @@
+import { Module } from '@nestjs/common';
+import { RateLimitModule } from '../lib';
+import { AccountsController } from './accounts.controller';
+import { AlgorithmsController } from './algorithms.controller';
+import { ApiController } from './api.controller';
+
+/**
+ * The sample app. Options come from a factory, as they would from a ConfigService: Redis when REDIS_URL
+ * is set, the in-process memory store otherwise.
+ */
+@Module({
+  imports: [
+    RateLimitModule.forRootAsync({
+      useFactory: () => ({
+        redis: process.env.REDIS_URL || undefined,
+        prefix: 'sample',
+        // Every route without its own @RateLimit (here: GET /).
+        defaultPolicy: { algorithm: 'gcra', limit: 60, window: '1m' },
+      }),
+    }),
+  ],
+  controllers: [ApiController, AlgorithmsController, AccountsController],
+})
+export class AppModule {}

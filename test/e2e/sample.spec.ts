@@ -1,0 +1,72 @@
+import type { INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import { AppModule } from '../../sample/app.module';
+import { startRedis, type RedisProcess } from '../support/redis-server';
+import { bootApp, MATRIX, sleep } from './harness';
+
+/** Smoke test: the sample app boots on both adapters and both stores and answers as its comments say. */
+describe.each(MATRIX)('sample app on $adapter with the $store store', ({ adapter, store }) => {
+  let redis: RedisProcess | undefined;
+  let app: INestApplication;
+  const previous = process.env.REDIS_URL;
+
+  beforeAll(async () => {
+    if (store === 'redis') {
+      redis = await startRedis();
+      process.env.REDIS_URL = redis.url;
+    } else delete process.env.REDIS_URL;
+    app = await bootApp({ adapter, imports: [AppModule] });
+    // The client the module creates from REDIS_URL connects in the background and does not queue commands
+    // while offline, so a request in the first milliseconds would be decided by the fail-open fallback.
+    if (redis) await sleep(300);
+  });
+  afterAll(async () => {
+    await app.close();
+    await redis?.stop();
+    if (previous === undefined) delete process.env.REDIS_URL;
+    else process.env.REDIS_URL = previous;
+  });
+  const http = () => request(app.getHttpServer());
+
+  it('applies the defaultPolicy to GET / and skips /health', async () => {
+    const index = await http().get('/');
+    expect(index.status).toBe(200);
+    expect(index.headers['ratelimit-policy']).toBe('"default";q=60;w=60');
+    expect(index.headers['ratelimit']).toBe('"default";r=59;t=1');
+    const health = await http().get('/health');
+    expect(health.body).toEqual({ status: 'ok' });
+    expect(health.headers['ratelimit']).toBeUndefined();
+  });
+
+  it('limits by plan tier from x-api-key', async () => {
+    expect((await http().get('/quotes').set('x-api-key', 'demo-pro')).headers['ratelimit-policy']).toBe('"plan";q=100;w=60');
+    expect((await http().get('/quotes').set('x-api-key', 'demo-free')).headers['ratelimit-policy']).toBe('"plan";q=10;w=60');
+    const anonymous = [];
+    for (let i = 0; i < 4; i++) anonymous.push((await http().get('/quotes')).status);
+    expect(anonymous).toEqual([200, 200, 200, 429]);
+  });
+
+  it('shows each algorithm on its own route', async () => {
+    for (const algorithm of ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra', 'leaky-bucket']) {
+      const res = await http().get(`/algorithms/${algorithm}`);
+      expect(res.status).toBe(200);
+      expect(res.body.algorithm).toBe(algorithm);
+      expect(res.headers['ratelimit-policy']).toBe(algorithm === 'token-bucket' ? '"default";q=10;w=20' : '"default";q=5;w=10');
+    }
+  });
+
+  it('counts only failed logins', async () => {
+    const login = (password: string) => http().post('/login').send({ username: 'ann', password });
+    for (let i = 0; i < 6; i++) expect((await login('correct horse')).status).toBe(200);
+    for (let i = 0; i < 5; i++) expect((await login('guess')).status).toBe(401);
+    const locked = await login('correct horse');
+    expect(locked.status).toBe(429);
+    expect(locked.headers['retry-after']).toBe('900');
+  });
+
+  it('never rejects on the shadowed policy of /search', async () => {
+    const statuses = [];
+    for (let i = 0; i < 7; i++) statuses.push((await http().get('/search')).status);
+    expect(statuses).toEqual(new Array(7).fill(200));
+  });
+});
