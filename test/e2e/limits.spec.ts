@@ -1,4 +1,5 @@
 import { Controller, Get, type INestApplication } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
 import request from 'supertest';
 import { RateLimit, SkipRateLimit } from '../../lib';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis } from './harness';
@@ -169,6 +170,19 @@ describe.each(MATRIX)('limits on $adapter with the $store store', ({ adapter, st
       const third = await get('/cats/positional');
       expect(third.status).toBe(429);
       expect(third.headers['retry-after']).toBe('60');
+    });
+
+    it('reads no metadata on the request path: plans are built once, at bootstrap', async () => {
+      const get = jest.spyOn(Reflector.prototype, 'get');
+      const getMetadata = jest.spyOn(Reflect, 'getMetadata');
+      try {
+        for (const path of ['/cats/other', '/cats/free', '/plain', '/dogs']) await request(app.getHttpServer()).get(path);
+        expect(get).not.toHaveBeenCalled();
+        expect(getMetadata.mock.calls.filter(([key]) => String(key).startsWith('nestjs-redis-ratelimit'))).toEqual([]);
+      } finally {
+        get.mockRestore();
+        getMetadata.mockRestore();
+      }
     });
 
     it('omits Retry-After and says why when the cost can never fit', async () => {
