@@ -47,14 +47,23 @@ interface Cell {
   perSec: number;
   p50: number;
   p99: number;
+  /** CPU time per decision, µs: this Node process, and the Redis server (INFO cpu). Steadier than rates. */
+  nodeCpuUs: number;
+  redisCpuUs: number;
+}
+
+/** Redis server CPU seconds (user + sys) so far. */
+async function redisCpu(client: Redis): Promise<number> {
+  const info = String(await client.info('cpu'));
+  const read = (field: string) => Number(new RegExp(`${field}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
+  return read('used_cpu_user') + read('used_cpu_sys');
 }
 
 /** `concurrency` callers in a closed loop for `ms`; every decision timed. Rejections are answers, not errors. */
-async function runCell(decide: (key: string) => Promise<unknown>, keys: readonly string[], concurrency: number, ms: number): Promise<Cell> {
+async function runCell(admin: Redis, decide: (key: string) => Promise<unknown>, keys: readonly string[], concurrency: number, ms: number): Promise<Cell> {
   const latencies: number[] = [];
   let next = 0;
-  const start = performance.now();
-  const deadline = start + ms;
+  let deadline = Infinity;
   const caller = async () => {
     while (performance.now() < deadline) {
       const key = keys[next++ % keys.length];
@@ -63,10 +72,24 @@ async function runCell(decide: (key: string) => Promise<unknown>, keys: readonly
       latencies.push(performance.now() - t0);
     }
   };
+  const cpu0 = process.cpuUsage();
+  const redis0 = await redisCpu(admin);
+  const start = performance.now();
+  deadline = start + ms;
   await Promise.all(Array.from({ length: concurrency }, caller));
   const elapsed = performance.now() - start;
+  const cpu = process.cpuUsage(cpu0);
+  const redisSeconds = (await redisCpu(admin)) - redis0;
+  const ops = latencies.length;
   const sorted = Float64Array.from(latencies).sort();
-  return { ops: latencies.length, perSec: (latencies.length * 1000) / elapsed, p50: percentileSorted(sorted, 50), p99: percentileSorted(sorted, 99) };
+  return {
+    ops,
+    perSec: (ops * 1000) / elapsed,
+    p50: percentileSorted(sorted, 50),
+    p99: percentileSorted(sorted, 99),
+    nodeCpuUs: (cpu.user + cpu.system) / ops,
+    redisCpuUs: (redisSeconds * 1e6) / ops,
+  };
 }
 
 /** rate-limiter-flexible rejects with a RateLimiterRes (not an Error) when limited: an answer. */
@@ -120,8 +143,8 @@ function variants(ours: Redis, rlfClient: Redis, incrClient: Redis): Variant[] {
 async function main(): Promise<void> {
   const redis = await benchRedis();
   const client = () => new Redis({ port: redis.port, enableAutoPipelining: true });
-  const clients = [client(), client(), client()];
-  const [ours, rlfClient, incrClient] = clients;
+  const clients = [client(), client(), client(), new Redis({ port: redis.port })];
+  const [ours, rlfClient, incrClient, admin] = clients;
   try {
     const list = variants(ours, rlfClient, incrClient);
     const keysOf: Record<Scenario, string[]> = {
@@ -133,19 +156,19 @@ async function main(): Promise<void> {
     const id = (scenario: Scenario, concurrency: number, name: string) => `${scenario}|${concurrency}|${name}`;
 
     // JIT warm-up of every code path before anything is timed.
-    for (const v of list) await runCell(v.make(BIG), keysOf.keys, 64, Math.min(200, settings.decisionMs));
+    for (const v of list) await runCell(admin, v.make(BIG), keysOf.keys, 64, Math.min(200, settings.decisionMs));
 
     for (let round = 0; round < settings.rounds; round++) {
       for (const scenario of Object.keys(SCENARIOS) as Scenario[]) {
         for (const concurrency of CONCURRENCIES) {
           for (const v of list) {
             if (v.scenarios && !v.scenarios.includes(scenario)) continue;
-            await ours.flushall();
+            await admin.flushall();
             const limit = scenario === 'hot-reject' ? 1 : BIG;
             const decide = v.make(limit);
             // A rejecting hot key is over its limit (and, for the in-memory block, already blocked) before timing.
             if (scenario === 'hot-reject') for (let i = 0; i < 3; i++) await decide('hot');
-            const cell = await runCell(decide, keysOf[scenario], concurrency, settings.decisionMs);
+            const cell = await runCell(admin, decide, keysOf[scenario], concurrency, settings.decisionMs);
             results.set(id(scenario, concurrency, v.name), [...(results.get(id(scenario, concurrency, v.name)) ?? []), cell]);
           }
         }
@@ -185,9 +208,12 @@ function report(list: readonly Variant[], results: Map<string, Cell[]>, id: (s: 
           const cells = results.get(id(scenario, c, v.name)) ?? [];
           return `${fmtMicros(median(cells.map((x) => x.p50)))} / ${fmtMicros(median(cells.map((x) => x.p99)))}`;
         });
-        return [v.name, ...perConcurrency, ...latency];
+        const c64 = results.get(id(scenario, 64, v.name)) ?? [];
+        const cpu = `${median(c64.map((x) => x.nodeCpuUs)).toFixed(1)} / ${median(c64.map((x) => x.redisCpuUs)).toFixed(1)}`;
+        return [v.name, ...perConcurrency, ...latency, cpu];
       });
-    console.log(table(['variant', ...CONCURRENCIES.map((c) => `c=${c} dec/s`), ...CONCURRENCIES.map((c) => `c=${c} p50 / p99`)], rows));
+    const header = ['variant', ...CONCURRENCIES.map((c) => `c=${c} dec/s`), ...CONCURRENCIES.map((c) => `c=${c} p50 / p99`), 'c=64 CPU µs/dec node / redis'];
+    console.log(table(header, rows));
   }
   console.log('\n### Targets (per-round ratios in this run)\n');
   const targets: string[][] = [];
