@@ -48,6 +48,9 @@ export class HttpExchange {
    */
   onEnd(listener: (outcome: { statusCode: number; aborted: boolean }) => void): void {
     const raw = this.raw;
-    raw.once('close', () => listener({ statusCode: raw.statusCode, aborted: !raw.writableFinished }));
+    const report = () => listener({ statusCode: raw.statusCode, aborted: !raw.writableFinished });
+    // The client may have gone while the guard was deciding: 'close' has then already been emitted.
+    if (raw.closed) process.nextTick(report);
+    else raw.once('close', report);
   }
 }

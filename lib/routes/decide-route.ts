@@ -43,7 +43,14 @@ interface GroupResult {
  * decided in parallel and, when any rejects, the groups that were charged are refunded.
  */
 export async function decideRoute(input: RouteDecisionInput): Promise<RouteOutcome> {
-  const results = await Promise.all(input.plan.groups.map((group) => decideGroup(group, input)));
+  const settled = await Promise.allSettled(input.plan.groups.map((group) => decideGroup(group, input)));
+  const results = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failure) {
+    // A tracker or limit function threw: the request fails, so it must not cost the other groups anything.
+    await refundCharged(results, input.engine);
+    throw failure.reason;
+  }
   const allowed = results.every(({ result }) => result.allowed);
   if (!allowed && results.length > 1) await refundCharged(results, input.engine);
   return assemble(results, allowed, input.plan);
@@ -61,12 +68,17 @@ async function decideGroup(
   return { group, tracker, requests, result };
 }
 
-/** Gives back what the allowing groups took when another group rejected, so the request costs nothing. */
+/**
+ * Gives back what the allowing groups took when the request as a whole is not going ahead, so it costs
+ * nothing. Only allowed decisions were charged (a shadow policy that would have rejected took nothing).
+ */
 async function refundCharged(results: GroupResult[], engine: RateLimitEngine): Promise<void> {
   const charged = results.filter(({ result }) => result.allowed);
-  await Promise.all(charged.map(({ result }) => engine.refund(result.calls)));
+  await Promise.all(charged.map(({ result }) => engine.refund(result.calls.filter((_, i) => result.decisions[i].allowed))));
   for (const { result, requests } of charged) {
-    result.decisions = result.decisions.map((d, i) => ({ ...d, remaining: Math.min(d.remaining + requests[i].cost, d.limit) }));
+    result.decisions = result.decisions.map((d, i) =>
+      d.allowed ? { ...d, remaining: Math.min(d.remaining + requests[i].cost, d.limit) } : d,
+    );
   }
 }
 

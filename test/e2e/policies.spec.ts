@@ -25,6 +25,30 @@ class PoliciesController {
     return 'multi-trackers';
   }
 
+  @Get('multi-throws')
+  @RateLimit([
+    { ...A, scope: 'multi3' },
+    {
+      name: 'b',
+      algorithm: 'fixed-window',
+      limit: 1,
+      window: '1m',
+      by: (c) => {
+        if (header(c, 'x-boom')) throw new Error('tracker failed');
+        return 'fine';
+      },
+    },
+  ])
+  multiThrows() {
+    return 'multi-throws';
+  }
+
+  @Get('a3-only')
+  @RateLimit({ ...A, scope: 'multi3' })
+  a3Only() {
+    return 'a3';
+  }
+
   @Get('a-only')
   @RateLimit(A)
   aOnly() {
@@ -114,6 +138,12 @@ describe.each(MATRIX)('policies on $adapter with the $store store', ({ adapter, 
       expect((await get('/multi-trackers', { 'x-api-key': 'k1' })).status).toBe(429);
       expect((await get('/multi-trackers', { 'x-api-key': 'k1' })).status).toBe(429);
       expect(remaining(await get('/a2-only'))).toBe('1');
+    });
+
+    it('charges nothing when a tracker function throws', async () => {
+      expect((await get('/multi-throws', { 'x-boom': '1' })).status).toBe(500);
+      expect((await get('/multi-throws', { 'x-boom': '1' })).status).toBe(500);
+      expect(remaining(await get('/a3-only'))).toBe('2');
     });
   });
 
