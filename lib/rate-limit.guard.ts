@@ -44,6 +44,7 @@ export class RateLimitGuard implements CanActivate {
     const plan = this.routes.plan(context.getClass(), context.getHandler());
     if (!plan) return true;
     const exchange = new HttpExchange(context);
+    if (!exchange.claim()) return true;
     const outcome = await decideRoute({ plan, context, exchange, engine: this.engine, prefix: this.prefix, ipv6Subnet: this.ipv6Subnet });
     writeRateLimitHeaders(exchange, this.options.headers ?? 'ietf', outcome.members, outcome.decisions);
     this.reportShadow(plan, outcome);

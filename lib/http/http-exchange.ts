@@ -1,6 +1,9 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 
+/** Set on a request once a rate-limit guard has decided it. */
+const CLAIMED = Symbol('nestjs-redis-ratelimit:claimed');
+
 /**
  * The parts of a request the guard reads, common to Express (`req`) and Fastify (`request`). `ip` is what
  * the framework computed, which honours the app's own trust-proxy setting and nothing else.
@@ -24,6 +27,17 @@ export class HttpExchange {
     const http = context.switchToHttp();
     this.request = http.getRequest<HttpRequestLike>();
     this.response = http.getResponse<HttpResponseLike>();
+  }
+
+  /**
+   * Marks the request as rate limited; false when it already was, so a route that has both the global guard
+   * and `@UseGuards(RateLimitGuard)` is still counted once.
+   */
+  claim(): boolean {
+    const request = this.request as HttpRequestLike & { [CLAIMED]?: true };
+    if (request[CLAIMED]) return false;
+    request[CLAIMED] = true;
+    return true;
   }
 
   /** The Node response underneath: Express `res` itself, Fastify `reply.raw`. */

@@ -1,6 +1,13 @@
-import { Controller, Get, Injectable, Module, type INestApplication, type Type } from '@nestjs/common';
+import { Controller, Get, Injectable, Module, UseGuards, type INestApplication, type Type } from '@nestjs/common';
 import request from 'supertest';
-import { RateLimit, RateLimitModule, type RateLimitModuleOptions, type RateLimitOptionsFactory, type RateLimitPolicy } from '../../lib';
+import {
+  RateLimit,
+  RateLimitGuard,
+  RateLimitModule,
+  type RateLimitModuleOptions,
+  type RateLimitOptionsFactory,
+  type RateLimitPolicy,
+} from '../../lib';
 import { ADAPTERS, bootApp, MATRIX, SharedRedis, storeOptions, type StoreName } from './harness';
 
 @Controller('cats')
@@ -69,6 +76,26 @@ describe.each(MATRIX)('module setup on $adapter with the $store store', ({ adapt
     expect(first.headers['x-ratelimit-remaining']).toBe('0');
     expect(first.headers['ratelimit']).toBeUndefined();
     expect((await request(app.getHttpServer()).get('/cats')).status).toBe(429);
+  });
+
+  it('counts a request once when a route also has @UseGuards(RateLimitGuard)', async () => {
+    @Controller('twice')
+    @UseGuards(RateLimitGuard)
+    class TwiceGuardedController {
+      @Get()
+      @RateLimit('fixed-window', 2, '1m')
+      get() {
+        return 'twice';
+      }
+    }
+    app = await bootApp({
+      adapter,
+      imports: [RateLimitModule.forRoot(await storeOptions(store, redis))],
+      controllers: [TwiceGuardedController],
+    });
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await request(app.getHttpServer()).get('/twice')).status);
+    expect(statuses).toEqual([200, 200, 429]);
   });
 
   it('registerGuard: false leaves routes unlimited (forRoot)', async () => {
