@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
@@ -7,20 +8,26 @@ import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreV
 /** A standalone client or a cluster: both route a script call by its first key. */
 export type RedisClient = Redis | Cluster;
 
-type ScriptCommand = (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<unknown>;
+/** A decision script: its source and SHA1 (its name in Redis's script cache). */
+interface Script {
+  lua: string;
+  sha: string;
+}
 
 const MODE_CODE = { consume: 'c', peek: 'p' } as const;
 const REPLY_PER_CALL = 6;
-/** Name of the script that holds every algorithm, for routes whose policies mix algorithms. */
-const ALL = 'rlDecideAll';
-
 /**
- * The Redis store: every decision is one `EVALSHA` of a script registered once with `defineCommand`
- * (ioredis reloads it transparently after `SCRIPT FLUSH`, a restart or a failover). All keys of a
- * decision share one hash tag, so it runs unchanged on Redis Cluster.
+ * The Redis store: every decision is one `EVALSHA` (after `SCRIPT FLUSH`, a restart or a failover, the
+ * `NOSCRIPT` reply is followed by one `EVAL` that reloads the script; nothing ran, so nothing counts twice).
+ * All keys of a decision share one hash tag, so it runs unchanged on Redis Cluster. Plain `EVALSHA`, not
+ * ioredis `defineCommand`: ioredis knows where EVALSHA's keys are, so its auto-pipelining on a Cluster
+ * groups decisions by their slot; a defined command with a variable number of keys is grouped by its first
+ * argument (the key count), and the cluster then refuses the mixed pipeline.
  */
 export class RedisStore implements RateLimitStore {
-  private readonly commandOf = new Map<RateLimitAlgorithm, string>();
+  private readonly scriptOf = new Map<RateLimitAlgorithm, Script>();
+  /** The script that holds every algorithm, for routes whose policies mix algorithms. */
+  private readonly all: Script;
 
   /**
    * @param client an ioredis client or cluster.
@@ -32,12 +39,8 @@ export class RedisStore implements RateLimitStore {
     algorithms: readonly RateLimitAlgorithm[],
     private readonly owned: boolean,
   ) {
-    for (const algorithm of algorithms) {
-      const name = `rlDecide_${algorithm.keyTag}`;
-      client.defineCommand(name, { lua: composeDecideScript([algorithm]) });
-      this.commandOf.set(algorithm, name);
-    }
-    client.defineCommand(ALL, { lua: composeDecideScript(algorithms) });
+    for (const algorithm of algorithms) this.scriptOf.set(algorithm, script(composeDecideScript([algorithm])));
+    this.all = script(composeDecideScript(algorithms));
   }
 
   async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
@@ -85,10 +88,15 @@ export class RedisStore implements RateLimitStore {
       keys.push(call.stateKey, call.blockKey);
       args.push(algorithm.id, call.cost, params.limit, params.windowMs, params.burst, call.blockForMs, call.token);
     }
-    const name = calls.every((c) => c.algorithm === calls[0].algorithm) ? this.commandOf.get(calls[0].algorithm) : ALL;
-    const command = (this.client as unknown as Record<string, ScriptCommand>)[name ?? ALL];
+    const single = calls.every((c) => c.algorithm === calls[0].algorithm) ? this.scriptOf.get(calls[0].algorithm) : undefined;
+    const { lua, sha } = single ?? this.all;
     try {
-      return await command.call(this.client, keys.length, ...keys, ...args);
+      try {
+        return await this.client.evalsha(sha, keys.length, ...keys, ...args);
+      } catch (error) {
+        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+        return await this.client.eval(lua, keys.length, ...keys, ...args);
+      }
     } catch (error) {
       if (error instanceof Error && error.message.includes('WRONGTYPE')) throw await this.explainWrongType(calls, error);
       throw error;
@@ -114,4 +122,8 @@ export class RedisStore implements RateLimitStore {
     }
     return cause;
   }
+}
+
+function script(lua: string): Script {
+  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
 }
