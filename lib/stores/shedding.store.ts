@@ -5,15 +5,16 @@ interface Shed {
   until: number;
   /** Local time the rejection was decided, ms. */
   at: number;
-  /** The calls rejected: a cheaper request, or one under a changed limit, might fit. */
+  /** The calls rejected: another cost, or a changed limit, gets another answer. */
   calls: readonly RateLimitCall[];
   decision: StoreDecision;
 }
 
 /**
  * Hot-key shedding: once the store rejects a request with `retryAfterMs = R`, the same request (same keys,
- * at least the same cost) is answered here until R has passed. A rejection changes no state, and nothing
- * but time can make room (lockouts and counters only recover with time), so this is exact; leases
+ * same cost) is answered here until R has passed. A rejection changes no state, and nothing but time can
+ * make room (lockouts and counters only recover with time; a refund forgets the rejections it concerns),
+ * so this is exact; leases
  * (`concurrency`) and refundable policies can free room early and are never shed. Under one abusive client
  * the store stops seeing its traffic. Bounded: at most `maxEntries` rejections are remembered.
  */
@@ -113,12 +114,15 @@ export class SheddingStore implements RateLimitStore {
   }
 }
 
-/** Whether a rejection of `rejected` implies one of `calls`: same limits, at least the same costs. */
+/**
+ * Whether the rejection of `rejected` is the answer to `calls`: same limits, same costs. (A dearer request is
+ * rejected too, but with a longer wait or as cost-exceeds-capacity: the store must say which.)
+ */
 function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCall[]): boolean {
   return calls.every((call, i) => {
     const was = rejected[i];
     const p = call.params;
-    return call.cost >= was.cost && p.limit === was.params.limit && p.windowMs === was.params.windowMs && p.burst === was.params.burst && call.blockForMs === was.blockForMs;
+    return call.cost === was.cost && p.limit === was.params.limit && p.windowMs === was.params.windowMs && p.burst === was.params.burst && call.blockForMs === was.blockForMs;
   });
 }
 

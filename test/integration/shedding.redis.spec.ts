@@ -180,6 +180,27 @@ describe('hot-key shedding', () => {
     }
   });
 
+  it('only the same request is shed: a dearer one is decided by Redis (longer wait, or cost-exceeds-capacity)', async () => {
+    const { svc } = await service();
+    const bucket: RateLimitPolicy = { algorithm: 'gcra', limit: 3, window: '1h', name: 'dearer' };
+    await svc.peek(bucket, 'warm');
+    for (let i = 0; i < 3; i++) expect((await svc.consume(bucket, 'd')).allowed).toBe(true);
+    await admin!.config('RESETSTAT');
+    const one = await svc.consume(bucket, 'd');
+    expect(await svc.consume(bucket, 'd')).toMatchObject({ allowed: false });
+    expect(await scriptCalls()).toBe(1);
+    const two = await svc.consume(bucket, 'd', { cost: 2 });
+    expect(await scriptCalls()).toBe(2);
+    // gcra, 3 per hour: one unit comes back every 20 minutes, two every 40.
+    expect(two.retryAfterMs - one.retryAfterMs).toBeGreaterThan(19 * 60_000);
+    expect(await svc.consume(bucket, 'd', { cost: 4 })).toMatchObject({
+      allowed: false,
+      reason: 'cost-exceeds-capacity',
+      retryAfterMs: Infinity,
+    });
+    expect(await scriptCalls()).toBe(3);
+  });
+
   it('remembers at most hotKeyShedding.maxKeys rejections', async () => {
     const { svc, store } = await service({ hotKeyShedding: { maxKeys: 5 } });
     const strict: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', name: 'strict' };
