@@ -3,6 +3,7 @@ import { RateLimitModule } from '../lib';
 import { AccountsController } from './accounts.controller';
 import { AlgorithmsController } from './algorithms.controller';
 import { ApiController } from './api.controller';
+import { PartnerController } from './partner.controller';
 
 /**
  * The sample app. Options come from a factory, as they would from a ConfigService: Redis when REDIS_URL
@@ -19,6 +20,6 @@ import { ApiController } from './api.controller';
       }),
     }),
   ],
-  controllers: [ApiController, AlgorithmsController, AccountsController],
+  controllers: [ApiController, AlgorithmsController, AccountsController, PartnerController],
 })
 export class AppModule {}
