@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { MemoryStore } from './memory.store';
+import { pingStore } from './store-health';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
 
 /** Options of {@link ResilientStore}. */
@@ -69,6 +70,11 @@ export class ResilientStore implements RateLimitStore {
     await this.withDeadline(this.primary.delete(keys));
   }
 
+  /** The primary store's `PING` within `timeoutMs`; a failed ping is not a decision failure (no fallback window, no `onError`). */
+  ping(): Promise<void> {
+    return this.withDeadline(pingStore(this.primary));
+  }
+
   async close(): Promise<void> {
     clearInterval(this.ticker);
     this.ticker = undefined;
@@ -134,7 +140,9 @@ export class ResilientStore implements RateLimitStore {
       return;
     }
     const more = this.suppressed > 0 ? ` (${this.suppressed} more failures since the last report)` : '';
-    this.logger.warn(`Rate-limit store unavailable: ${err.message}${more}. Deciding with each policy's onStoreError until it answers again.`);
+    this.logger.warn(
+      `Rate-limit store unavailable: ${err.message}${more}. Deciding with each policy's onStoreError until it answers again.`,
+    );
     this.lastLog = now;
     this.suppressed = 0;
   }

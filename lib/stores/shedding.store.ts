@@ -1,3 +1,4 @@
+import { pingStore } from './store-health';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
 
 interface Shed {
@@ -55,6 +56,10 @@ export class SheddingStore implements RateLimitStore {
     this.shed.clear();
     this.byStateKey.clear();
     return this.inner.delete(keys);
+  }
+
+  ping(): Promise<void> {
+    return pingStore(this.inner);
   }
 
   close(): Promise<void> {
@@ -122,7 +127,13 @@ function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCal
   return calls.every((call, i) => {
     const was = rejected[i];
     const p = call.params;
-    return call.cost === was.cost && p.limit === was.params.limit && p.windowMs === was.params.windowMs && p.burst === was.params.burst && call.blockForMs === was.blockForMs;
+    return (
+      call.cost === was.cost &&
+      p.limit === was.params.limit &&
+      p.windowMs === was.params.windowMs &&
+      p.burst === was.params.burst &&
+      call.blockForMs === was.blockForMs
+    );
   });
 }
 

@@ -67,4 +67,9 @@ export interface RateLimitStore {
   delete(keys: readonly string[]): Promise<void>;
   /** Releases what the store opened. */
   close(): Promise<void>;
+  /**
+   * Resolves when the store answers (Redis `PING`), rejects otherwise; for health checks, never on the
+   * request path. Absent: the store is in-process and always up.
+   */
+  ping?(): Promise<void>;
 }
