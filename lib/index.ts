@@ -13,6 +13,7 @@ export {
   type RateLimitLease,
 } from './rate-limiter.service';
 export { RateLimitEngine } from './rate-limit.engine';
+export { RateLimitEvents, RATE_LIMIT_EVENTS } from './events/rate-limit-events';
 export type {
   RateLimitModuleOptions,
   RateLimitHeadersMode,

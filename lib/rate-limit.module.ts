@@ -1,6 +1,7 @@
 import { Inject, Module, type CanActivate, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
+import { RateLimitEvents } from './events/rate-limit-events';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitHolds } from './http/request-holds';
 import { RateLimitEngine } from './rate-limit.engine';
@@ -23,18 +24,25 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
   imports: [DiscoveryModule],
   providers: [
     { provide: RateLimitAlgorithmRegistry, useFactory: () => new RateLimitAlgorithmRegistry() },
+    // The options' hooks are called by the bus, which the store and the engine publish to.
+    {
+      provide: RateLimitEvents,
+      inject: [RATE_LIMIT_OPTIONS],
+      useFactory: (options: RateLimitModuleOptions) => new RateLimitEvents(options.hooks),
+    },
     {
       provide: RATE_LIMIT_STORE,
-      inject: [RATE_LIMIT_OPTIONS, RateLimitAlgorithmRegistry],
-      useFactory: (options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry) => {
+      inject: [RATE_LIMIT_OPTIONS, RateLimitAlgorithmRegistry, RateLimitEvents],
+      useFactory: (options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, events: RateLimitEvents) => {
         validateModuleOptions(options);
-        return createStore(options, registry);
+        return createStore({ ...options, hooks: events.hooks }, registry);
       },
     },
     {
       provide: RateLimitEngine,
-      inject: [RATE_LIMIT_STORE, RATE_LIMIT_OPTIONS],
-      useFactory: (store: RateLimitStore, options: RateLimitModuleOptions) => new RateLimitEngine(store, options),
+      inject: [RATE_LIMIT_STORE, RATE_LIMIT_OPTIONS, RateLimitEvents],
+      useFactory: (store: RateLimitStore, options: RateLimitModuleOptions, events: RateLimitEvents) =>
+        new RateLimitEngine(store, { ...options, hooks: events.hooks }),
     },
     RateLimiterService,
     RateLimitRouteRegistry,
@@ -51,6 +59,7 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
   exports: [
     RateLimiterService,
     RateLimitEngine,
+    RateLimitEvents,
     RATE_LIMIT_STORE,
     RATE_LIMIT_OPTIONS,
     RateLimitAlgorithmRegistry,
