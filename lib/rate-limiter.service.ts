@@ -7,6 +7,7 @@ import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
 import { RateLimitWaitError } from './errors/rate-limit-wait.error';
 import { parseDuration } from './utils/duration';
 import { RateLimitEngine, type PolicyRequest } from './rate-limit.engine';
+import { MAX_POLICIES_PER_DECISION } from './stores/store.interface';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
 import { trackerKeyPrefix } from './utils/keys';
@@ -118,7 +119,9 @@ export class RateLimiterService {
   async lease(policy: RateLimitPolicy, key: string): Promise<RateLimitLease> {
     const request = this.request(policy, undefined);
     if (request.compiled.algorithm.name !== 'concurrency') {
-      throw new RateLimitConfigError(`lease: policy '${request.compiled.name}' uses '${request.compiled.algorithm.name}'; leases need algorithm 'concurrency'.`);
+      throw new RateLimitConfigError(
+        `lease: policy '${request.compiled.name}' uses '${request.compiled.algorithm.name}'; leases need algorithm 'concurrency'.`,
+      );
     }
     const { decisions, calls } = await this.engine.decide(this.trackerPrefix(key), [request], 'consume');
     let released = !decisions[0].allowed;
@@ -164,7 +167,12 @@ export class RateLimiterService {
    * Wraps `fn` so that every call first waits for its turn (see {@link acquire}).
    * @example const callPartner = limiter.wrap(partnerPolicy, 'partner-api', (id: string) => http.get(id));
    */
-  wrap<A extends unknown[], R>(policy: RateLimitPolicy, key: string, fn: (...args: A) => Promise<R> | R, options: AcquireOptions = {}): (...args: A) => Promise<R> {
+  wrap<A extends unknown[], R>(
+    policy: RateLimitPolicy,
+    key: string,
+    fn: (...args: A) => Promise<R> | R,
+    options: AcquireOptions = {},
+  ): (...args: A) => Promise<R> {
     return async (...args: A) => {
       await this.acquire(policy, key, options);
       return fn(...args);
@@ -181,11 +189,15 @@ export class RateLimiterService {
   private request(policy: RateLimitPolicy, cost: number | undefined): PolicyRequest {
     const compiled = this.compile(policy);
     if (!compiled.staticParams) {
-      throw new RateLimitConfigError(`RateLimiterService: policy '${compiled.name}' computes its limit or window from the request context, which a programmatic call does not have; pass numbers.`);
+      throw new RateLimitConfigError(
+        `RateLimiterService: policy '${compiled.name}' computes its limit or window from the request context, which a programmatic call does not have; pass numbers.`,
+      );
     }
     const units = cost === undefined ? compiled.staticCost : validCost(cost, 'cost');
     if (units === undefined) {
-      throw new RateLimitConfigError(`RateLimiterService: policy '${compiled.name}' computes its cost from the request context; pass { cost } to the call.`);
+      throw new RateLimitConfigError(
+        `RateLimiterService: policy '${compiled.name}' computes its cost from the request context; pass { cost } to the call.`,
+      );
     }
     return { compiled, params: compiled.staticParams, cost: units };
   }
@@ -224,6 +236,9 @@ function abortError(): RateLimitWaitError {
 }
 
 function assertDistinctNames(requests: readonly PolicyRequest[]): void {
+  if (requests.length > MAX_POLICIES_PER_DECISION) {
+    throw new RateLimitConfigError(`consumeAll: ${requests.length} policies; at most ${MAX_POLICIES_PER_DECISION} are decided together.`);
+  }
   const names = new Set<string>();
   for (const { compiled } of requests) {
     if (names.has(compiled.name)) {

@@ -5,6 +5,7 @@ import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { policyMember } from '../http/rate-limit-headers';
 import type { Duration, RateLimitPolicy, RateLimitTracker } from '../interfaces/policy.interface';
 import type { PolicyRequest } from '../rate-limit.engine';
+import { MAX_POLICIES_PER_DECISION } from '../stores/store.interface';
 import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../utils/compile-policy';
 
 /** Most distinct dynamic policy shapes whose header member is remembered per policy. */
@@ -81,6 +82,11 @@ export interface PlanSource {
 export function buildRoutePlan({ policies, where, route, scopeKey }: PlanSource, registry: RateLimitAlgorithmRegistry): RoutePlan {
   if (!Array.isArray(policies) || policies.length === 0) {
     throw new RateLimitConfigError(`${where}: expected a policy or a non-empty array of policies; use @SkipRateLimit() to exempt a route.`);
+  }
+  if (policies.length > MAX_POLICIES_PER_DECISION) {
+    throw new RateLimitConfigError(
+      `${where}: ${policies.length} policies on one route; at most ${MAX_POLICIES_PER_DECISION} are decided together.`,
+    );
   }
   const planned = policies.map((policy, i) => {
     const at = policies.length > 1 ? `${where}, policy ${i + 1} of ${policies.length}` : where;

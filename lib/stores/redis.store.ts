@@ -1,33 +1,41 @@
-import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { composeDecideScript } from './redis-scripts';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, VerdictReason } from './store.interface';
+import {
+  MAX_POLICIES_PER_DECISION,
+  type DecisionMode,
+  type RateLimitCall,
+  type RateLimitStore,
+  type StoreDecision,
+  type StoreVerdict,
+  type VerdictReason,
+} from './store.interface';
 
 /** A standalone client or a cluster: both route a script call by its first key. */
 export type RedisClient = Redis | Cluster;
 
-/** A decision script: its source and SHA1 (its name in Redis's script cache). */
-interface Script {
-  lua: string;
-  sha: string;
-}
+type ScriptCommand = (...keysAndArgs: Array<string | number>) => Promise<unknown>;
 
 const MODE_CODE = { consume: 'c', peek: 'p' } as const;
 const REPLY_PER_CALL = 6;
+const KEYS_PER_CALL = 2;
+
 /**
- * The Redis store: every decision is one `EVALSHA` (after `SCRIPT FLUSH`, a restart or a failover, the
- * `NOSCRIPT` reply is followed by one `EVAL` that reloads the script; nothing ran, so nothing counts twice).
- * All keys of a decision share one hash tag, so it runs unchanged on Redis Cluster. Plain `EVALSHA`, not
- * ioredis `defineCommand`: ioredis knows where EVALSHA's keys are, so its auto-pipelining on a Cluster
- * groups decisions by their slot; a defined command with a variable number of keys is grouped by its first
- * argument (the key count), and the cluster then refuses the mixed pipeline.
+ * The Redis store: every decision is one `EVALSHA` of a script registered with ioredis `defineCommand`
+ * (after `SCRIPT FLUSH`, a restart or a failover, ioredis follows the `NOSCRIPT` reply with one `EVAL`;
+ * nothing ran, so nothing counts twice). All keys of a decision share one hash tag, so it runs unchanged
+ * on Redis Cluster.
+ *
+ * Every command has a fixed number of keys so that its first argument is a key: ioredis's auto-pipelining
+ * on a Cluster groups custom commands by their first argument. So there is one lean command per algorithm
+ * for the usual single-policy decision, and one per policy count for the script holding every algorithm.
+ * All are defined up front: an auto-pipeline only knows the commands defined when it was created.
  */
 export class RedisStore implements RateLimitStore {
-  private readonly scriptOf = new Map<RateLimitAlgorithm, Script>();
-  /** The script that holds every algorithm, for routes whose policies mix algorithms. */
-  private readonly all: Script;
+  private readonly single = new Map<string, ScriptCommand>();
+  /** `multi[n]` decides n policies of any algorithms. */
+  private readonly multi: ScriptCommand[] = [];
 
   /**
    * @param client an ioredis client or cluster.
@@ -39,8 +47,11 @@ export class RedisStore implements RateLimitStore {
     algorithms: readonly RateLimitAlgorithm[],
     private readonly owned: boolean,
   ) {
-    for (const algorithm of algorithms) this.scriptOf.set(algorithm, script(composeDecideScript([algorithm])));
-    this.all = script(composeDecideScript(algorithms));
+    for (const algorithm of algorithms) {
+      this.single.set(algorithm.name, this.define(`rlDecide_${algorithm.keyTag}`, composeDecideScript([algorithm]), 1));
+    }
+    const all = composeDecideScript(algorithms);
+    for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = this.define(`rlDecideAll_${n}`, all, n);
   }
 
   async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
@@ -88,19 +99,23 @@ export class RedisStore implements RateLimitStore {
       keys.push(call.stateKey, call.blockKey);
       args.push(algorithm.id, call.cost, params.limit, params.windowMs, params.burst, call.blockForMs, call.token);
     }
-    const single = calls.every((c) => c.algorithm === calls[0].algorithm) ? this.scriptOf.get(calls[0].algorithm) : undefined;
-    const { lua, sha } = single ?? this.all;
+    const command = (calls.length === 1 && this.single.get(calls[0].algorithm.name)) || this.multi[calls.length];
+    if (!command) {
+      throw new RateLimitStoreError(
+        `A decision covers ${calls.length} policies of one tracker; at most ${MAX_POLICIES_PER_DECISION} are supported.`,
+      );
+    }
     try {
-      try {
-        return await this.client.evalsha(sha, keys.length, ...keys, ...args);
-      } catch (error) {
-        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-        return await this.client.eval(lua, keys.length, ...keys, ...args);
-      }
+      return await command(...keys, ...args);
     } catch (error) {
       if (error instanceof Error && error.message.includes('WRONGTYPE')) throw await this.explainWrongType(calls, error);
       throw error;
     }
+  }
+
+  private define(name: string, lua: string, policies: number): ScriptCommand {
+    this.client.defineCommand(name, { lua, numberOfKeys: policies * KEYS_PER_CALL });
+    return (this.client as unknown as Record<string, ScriptCommand>)[name].bind(this.client);
   }
 
   /** Names the key that holds someone else's data, so the operator can fix the prefix. */
@@ -122,8 +137,4 @@ export class RedisStore implements RateLimitStore {
     }
     return cause;
   }
-}
-
-function script(lua: string): Script {
-  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
 }

@@ -1,5 +1,8 @@
 import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 
+/** Most policies decided together in one store call (routes and `consumeAll` are checked against it). */
+export const MAX_POLICIES_PER_DECISION = 8;
+
 /** One policy's part of a decision, fully resolved: what the store needs and nothing else. */
 export interface RateLimitCall {
   algorithm: RateLimitAlgorithm;

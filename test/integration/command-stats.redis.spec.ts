@@ -64,7 +64,8 @@ beforeAll(async () => {
   service = new RateLimiterService(new RateLimitEngine(store), registry, { prefix: 'rl' });
   // Warm-up: every script once on this connection (ioredis EVALs a script the first time).
   for (const algorithm of ALGORITHMS) await service.peek(single(algorithm), 'warmup');
-  await service.consumeAll(GROUPS[0], 'warmup');
+  // One command per policy count (see RedisStore): warm each count used below.
+  for (const group of GROUPS) await service.consumeAll(group, 'warmup');
 }, 30_000);
 
 afterAll(async () => {
