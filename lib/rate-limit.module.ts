@@ -1,4 +1,4 @@
-import { Inject, Module, type CanActivate, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Logger, Module, type CanActivate, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitEvents } from './events/rate-limit-events';
@@ -12,6 +12,9 @@ import { RateLimitRouteRegistry } from './routes/route-registry';
 import { createStore } from './stores/create-store';
 import type { RateLimitStore } from './stores/store.interface';
 import { validateModuleOptions } from './utils/validate-options';
+
+/** Longest the module waits at startup for a Redis connection before starting anyway. */
+const STARTUP_CONNECT_MS = 5_000;
 
 /** Stands in for the global guard when `registerGuard: false`. */
 const ALLOW_ALL: CanActivate = { canActivate: () => true };
@@ -33,9 +36,14 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
     {
       provide: RATE_LIMIT_STORE,
       inject: [RATE_LIMIT_OPTIONS, RateLimitAlgorithmRegistry, RateLimitEvents],
-      useFactory: (options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, events: RateLimitEvents) => {
+      useFactory: async (options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, events: RateLimitEvents) => {
         validateModuleOptions(options);
-        return createStore({ ...options, hooks: events.hooks }, registry);
+        const store = createStore({ ...options, hooks: events.hooks }, registry);
+        // Decide with Redis from the first request: wait for the connection, but never block startup long.
+        if ((await store.ready?.(STARTUP_CONNECT_MS)) === false) {
+          new Logger('RateLimit').warn(`Redis is not connected after ${STARTUP_CONNECT_MS} ms; deciding with onStoreError until it is.`);
+        }
+        return store;
       },
     },
     {

@@ -87,6 +87,21 @@ export class RedisStore implements RateLimitStore {
     await Promise.all(keys.map((key) => this.client.del(key)));
   }
 
+  /** Waits for the client to be connected (`ready`), at most `timeoutMs`; true when it is. */
+  async ready(timeoutMs: number): Promise<boolean> {
+    if (this.client.status === 'ready') return true;
+    return new Promise<boolean>((resolve) => {
+      const done = (connected: boolean) => {
+        clearTimeout(timer);
+        this.client.off('ready', onReady);
+        resolve(connected);
+      };
+      const onReady = () => done(true);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.client.on('ready', onReady);
+    });
+  }
+
   async close(): Promise<void> {
     if (this.owned) await this.client.quit().catch(() => this.client.disconnect());
   }

@@ -75,6 +75,10 @@ export class ResilientStore implements RateLimitStore {
     return this.withDeadline(pingStore(this.primary));
   }
 
+  ready(timeoutMs: number): Promise<boolean> {
+    return this.primary.ready?.(timeoutMs) ?? Promise.resolve(true);
+  }
+
   async close(): Promise<void> {
     clearInterval(this.ticker);
     this.ticker = undefined;

@@ -62,6 +62,10 @@ export class SheddingStore implements RateLimitStore {
     return pingStore(this.inner);
   }
 
+  ready(timeoutMs: number): Promise<boolean> {
+    return this.inner.ready?.(timeoutMs) ?? Promise.resolve(true);
+  }
+
   close(): Promise<void> {
     this.shed.clear();
     this.byStateKey.clear();

@@ -71,6 +71,11 @@ export interface RateLimitStore {
   /** Releases what the store opened. */
   close(): Promise<void>;
   /**
+   * Resolves once the store can decide (Redis connected), or after `timeoutMs` at the latest — the app
+   * then starts and decides with `onStoreError` until the connection comes up.
+   */
+  ready?(timeoutMs: number): Promise<boolean>;
+  /**
    * Resolves when the store answers (Redis `PING`), rejects otherwise; for health checks, never on the
    * request path. Absent: the store is in-process and always up.
    */
