@@ -1,3 +1,4 @@
+import { LruMap } from '../utils/lru-map';
 import type { RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, DecisionMode } from './store.interface';
 
 /** A source of time in milliseconds; tests inject a fake one. */
@@ -15,22 +16,11 @@ export interface MemoryStoreOptions {
   clock?: RateLimitClock;
 }
 
-/** A key's value, linked into the least-recently-used order. */
-class Entry {
-  prev: Entry | undefined = undefined;
-  next: Entry | undefined = undefined;
-
-  constructor(
-    readonly key: string,
-    public value: unknown,
-    /** Absolute ms; the entry is gone once `now > expiresAt` (as Redis expires keys). */
-    public expiresAt: number,
-  ) {}
-
-  /** The links are bookkeeping, not state. */
-  toJSON(): { value: unknown; expiresAt: number } {
-    return { value: this.value, expiresAt: this.expiresAt };
-  }
+/** A key's value and when it expires. */
+interface Entry {
+  value: unknown;
+  /** Absolute ms; the entry is gone once `now > expiresAt` (as Redis expires keys). */
+  expiresAt: number;
 }
 
 /** Entries examined per write by the incremental sweep (no timer per key, no timer at all). */
@@ -41,13 +31,7 @@ const SWEEP_BATCH = 8;
  * (`algorithms/decide.lua`) takes, so it decides as Redis would. One process only: instances do not share it.
  */
 export class MemoryStore implements RateLimitStore {
-  private readonly entries = new Map<string, Entry>();
-  /**
-   * Least recently used first. A linked list, not the Map's own order: finding a Map's first entry walks
-   * over every entry deleted since V8 last compacted it, which made each write O(maxKeys) under a flood.
-   */
-  private oldest: Entry | undefined;
-  private newest: Entry | undefined;
+  private readonly entries = new LruMap<Entry>();
   private readonly maxKeys: number;
   private readonly clock: RateLimitClock;
 
@@ -97,14 +81,12 @@ export class MemoryStore implements RateLimitStore {
 
   async delete(keys: readonly string[]): Promise<void> {
     for (const key of keys) {
-      const entry = this.entries.get(key);
-      if (entry) this.remove(entry);
+      this.entries.delete(key);
     }
   }
 
   async close(): Promise<void> {
     this.entries.clear();
-    this.oldest = this.newest = undefined;
   }
 
   private check(call: RateLimitCall, now: number, mode: DecisionMode, commits: Array<() => void>): StoreVerdict {
@@ -115,7 +97,14 @@ export class MemoryStore implements RateLimitStore {
     const { algorithm, params, cost } = call;
     const v = algorithm.check(this.read(call.stateKey, now, true), params, cost, now, call.token);
     if (v.rewrite) this.write(call.stateKey, v.rewrite.next, v.rewrite.ttlMs, now);
-    const verdict: StoreVerdict = { allowed: v.allowed, remaining: v.remaining, resetMs: v.resetMs, retryAfterMs: v.retryAfterMs, delayMs: v.delayMs, reason: 0 };
+    const verdict: StoreVerdict = {
+      allowed: v.allowed,
+      remaining: v.remaining,
+      resetMs: v.resetMs,
+      retryAfterMs: v.retryAfterMs,
+      delayMs: v.delayMs,
+      reason: 0,
+    };
     const capacity = algorithm.usesBurst ? params.burst : params.limit;
     if (cost > capacity) {
       return { ...verdict, allowed: false, retryAfterMs: -1, reason: 2 };
@@ -139,61 +128,30 @@ export class MemoryStore implements RateLimitStore {
     });
   }
 
-  /** The live value under `key`; `touch` marks it most recently used (LRU order is Map order). */
+  /** The live value under `key`; `touch` marks it most recently used. */
   private read(key: string, now: number, touch = false): unknown {
-    const entry = this.entries.get(key);
+    const entry = this.entries.get(key, touch);
     if (!entry) return undefined;
     if (now > entry.expiresAt) {
-      this.remove(entry);
+      this.entries.delete(key);
       return undefined;
-    }
-    if (touch) {
-      this.unlink(entry);
-      this.append(entry);
     }
     return entry.value;
   }
 
   /** Stores `value` for `ttlMs` (0 or no value = delete), most recently used last. */
   private write(key: string, value: unknown, ttlMs: number, now: number): void {
-    const existing = this.entries.get(key);
-    if (existing) this.remove(existing);
-    if (value === undefined || ttlMs <= 0) return;
-    const entry = new Entry(key, value, now + ttlMs);
-    this.entries.set(key, entry);
-    this.append(entry);
+    if (value === undefined || ttlMs <= 0) {
+      this.entries.delete(key);
+      return;
+    }
+    this.entries.set(key, { value, expiresAt: now + ttlMs });
     this.sweep(now);
   }
 
   /** Drops a few expired entries from the least recently used end, and evicts past `maxKeys`. */
   private sweep(now: number): void {
-    let entry = this.oldest;
-    for (let examined = 0; entry && examined < SWEEP_BATCH; examined++) {
-      const next = entry.next;
-      if (now > entry.expiresAt) this.remove(entry);
-      entry = next;
-    }
-    while (this.entries.size > this.maxKeys && this.oldest) this.remove(this.oldest);
-  }
-
-  private remove(entry: Entry): void {
-    this.entries.delete(entry.key);
-    this.unlink(entry);
-  }
-
-  private append(entry: Entry): void {
-    entry.prev = this.newest;
-    entry.next = undefined;
-    if (this.newest) this.newest.next = entry;
-    else this.oldest = entry;
-    this.newest = entry;
-  }
-
-  private unlink(entry: Entry): void {
-    if (entry.prev) entry.prev.next = entry.next;
-    else this.oldest = entry.next;
-    if (entry.next) entry.next.prev = entry.prev;
-    else this.newest = entry.prev;
-    entry.prev = entry.next = undefined;
+    for (const [key, entry] of this.entries.oldestFirst(SWEEP_BATCH)) if (now > entry.expiresAt) this.entries.delete(key);
+    while (this.entries.size > this.maxKeys) this.entries.delete(this.entries.oldest()!);
   }
 }

@@ -1,4 +1,5 @@
 import { pingStore } from './store-health';
+import { LruMap } from '../utils/lru-map';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
 
 interface Shed {
@@ -20,7 +21,8 @@ interface Shed {
  * the store stops seeing its traffic. Bounded: at most `maxEntries` rejections are remembered.
  */
 export class SheddingStore implements RateLimitStore {
-  private readonly shed = new Map<string, Shed>();
+  /** Oldest remembered first, so the bound evicts in O(1) (see LruMap). */
+  private readonly shed = new LruMap<Shed>();
   /** Remembered rejections by the state keys they involve, so a refund finds the ones it voids at once. */
   private readonly byStateKey = new Map<string, Set<string>>();
 
@@ -101,7 +103,7 @@ export class SheddingStore implements RateLimitStore {
     const retry = waits.some((w) => w < 0) ? Infinity : Math.max(...waits);
     if (retry <= 0) return;
     this.drop(key);
-    if (this.shed.size >= this.maxEntries) this.drop(this.shed.keys().next().value as string);
+    if (this.shed.size >= this.maxEntries) this.drop(this.shed.oldest()!);
     const now = this.clock();
     this.shed.set(key, { until: now + retry, at: now, calls, decision });
     for (const call of calls) {

@@ -1,0 +1,84 @@
+/** A map entry linked into the least-recently-used order. */
+interface Node<V> {
+  key: string;
+  value: V;
+  prev: Node<V> | undefined;
+  next: Node<V> | undefined;
+}
+
+/**
+ * A string-keyed map that remembers use order, for bounded in-process caches. The order is a linked list,
+ * not the Map's own insertion order: finding a Map's first entry walks over every entry deleted since V8
+ * last compacted it, which made each eviction O(size) under a flood of distinct keys.
+ */
+export class LruMap<V> {
+  private readonly nodes = new Map<string, Node<V>>();
+  private oldestNode: Node<V> | undefined;
+  private newestNode: Node<V> | undefined;
+
+  get size(): number {
+    return this.nodes.size;
+  }
+
+  /** The value under `key`; `touch` makes it the most recently used. */
+  get(key: string, touch = false): V | undefined {
+    const node = this.nodes.get(key);
+    if (node && touch && node !== this.newestNode) {
+      this.unlink(node);
+      this.append(node);
+    }
+    return node?.value;
+  }
+
+  /** Stores `value` as the most recently used. */
+  set(key: string, value: V): void {
+    this.delete(key);
+    const node: Node<V> = { key, value, prev: undefined, next: undefined };
+    this.nodes.set(key, node);
+    this.append(node);
+  }
+
+  delete(key: string): boolean {
+    const node = this.nodes.get(key);
+    if (!node) return false;
+    this.nodes.delete(key);
+    this.unlink(node);
+    return true;
+  }
+
+  clear(): void {
+    this.nodes.clear();
+    this.oldestNode = this.newestNode = undefined;
+  }
+
+  /** The least recently used key. */
+  oldest(): string | undefined {
+    return this.oldestNode?.key;
+  }
+
+  /** Up to `count` entries, least recently used first (safe to delete the yielded key while iterating). */
+  *oldestFirst(count: number): Generator<[string, V]> {
+    let node = this.oldestNode;
+    for (let i = 0; node && i < count; i++) {
+      const next = node.next;
+      yield [node.key, node.value];
+      node = next;
+    }
+  }
+
+  private append(node: Node<V>): void {
+    node.prev = this.newestNode;
+    node.next = undefined;
+    if (this.newestNode) this.newestNode.next = node;
+    else this.oldestNode = node;
+    this.newestNode = node;
+  }
+
+  private unlink(node: Node<V>): void {
+    if (node.prev) node.prev.next = node.next;
+    else this.oldestNode = node.next;
+    if (node.next) node.next.prev = node.prev;
+    else this.newestNode = node.prev;
+    node.prev = node.next = undefined;
+  }
+}
