@@ -1,0 +1,129 @@
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { Counter, Histogram, register, type Registry } from 'prom-client';
+import { RateLimitEvents } from '../events/rate-limit-events';
+import type { RateLimitDecisionEvent } from '../interfaces/module-options.interface';
+
+/** Options of `RateLimitPrometheusModule.forRoot`. */
+export interface RateLimitPrometheusOptions {
+  /**
+   * The registry the metrics are registered in (the one your `/metrics` route serves).
+   * @default prom-client's global `register`
+   */
+  registry?: Registry;
+  /**
+   * Prefix of every metric name.
+   * @default 'rate_limit_'
+   */
+  prefix?: string;
+  /**
+   * Buckets of the decision-latency histogram, in seconds.
+   * @default [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25]
+   */
+  buckets?: number[];
+  /**
+   * Make {@link RateLimitMetrics} injectable everywhere (for a `/metrics` controller in any module).
+   * @default true
+   */
+  global?: boolean;
+}
+
+/** Injection token of the {@link RateLimitPrometheusOptions}. */
+export const RATE_LIMIT_PROMETHEUS_OPTIONS = Symbol('RATE_LIMIT_PROMETHEUS_OPTIONS');
+
+/** Sub-millisecond (memory store) to the default 100 ms store deadline and beyond. */
+const DEFAULT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
+
+/**
+ * The rate limiter's Prometheus metrics, fed by {@link RateLimitEvents} (so they never add a store round
+ * trip):
+ * - `rate_limit_allowed_total{policy, reason}` and `rate_limit_rejected_total{policy, reason}`: one per
+ *   policy per decision, as that policy decided (`reason`: `counter` = the policy's own counter, `blocked`,
+ *   `cost-exceeds-capacity`, `store-unavailable` = `onStoreError` decided, `shadow` = a shadow policy that
+ *   would have rejected; the request went through);
+ * - `rate_limit_store_errors_total`: store failures and missed deadlines;
+ * - `rate_limit_decision_duration_seconds{outcome}`: latency of each decision (one per request or
+ *   programmatic call; `outcome` `allowed` or `rejected`), store round trip included.
+ *
+ * Metrics already in the registry under the same name are reused (two apps in one process add up); the
+ * ones this instance registered are removed when the module is destroyed.
+ */
+@Injectable()
+export class RateLimitMetrics implements OnModuleDestroy {
+  /** The registry the metrics live in. */
+  readonly registry: Registry;
+  /** `rate_limit_allowed_total{policy, reason}`. */
+  readonly allowed: Counter<'policy' | 'reason'>;
+  /** `rate_limit_rejected_total{policy, reason}`. */
+  readonly rejected: Counter<'policy' | 'reason'>;
+  /** `rate_limit_store_errors_total`. */
+  readonly storeErrors: Counter;
+  /** `rate_limit_decision_duration_seconds{outcome}`. */
+  readonly decisionDuration: Histogram<'outcome'>;
+  private readonly registered: string[] = [];
+  private readonly unsubscribe: () => void;
+
+  constructor(events: RateLimitEvents, @Inject(RATE_LIMIT_PROMETHEUS_OPTIONS) options: RateLimitPrometheusOptions) {
+    this.registry = options.registry ?? register;
+    const prefix = options.prefix ?? 'rate_limit_';
+    this.allowed = this.counter(`${prefix}allowed_total`, 'Decisions of a policy that allowed, by policy and reason.', [
+      'policy',
+      'reason',
+    ]);
+    this.rejected = this.counter(`${prefix}rejected_total`, 'Decisions of a policy that rejected, by policy and reason.', [
+      'policy',
+      'reason',
+    ]);
+    this.storeErrors = this.counter(`${prefix}store_errors_total`, 'Rate-limit store failures and missed deadlines.', []);
+    this.decisionDuration = this.metric(
+      `${prefix}decision_duration_seconds`,
+      Histogram,
+      () =>
+        new Histogram({
+          name: `${prefix}decision_duration_seconds`,
+          help: 'Latency of rate-limit decisions (store round trip included), by outcome.',
+          labelNames: ['outcome'],
+          buckets: options.buckets ?? DEFAULT_BUCKETS,
+          registers: [this.registry],
+        }),
+    );
+    this.unsubscribe = events.subscribe({ decision: (event) => this.record(event), storeError: () => this.storeErrors.inc() });
+  }
+
+  /** The registry's exposition text, for a `/metrics` route (serve it with {@link contentType}). */
+  metrics(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  /** `Content-Type` of {@link metrics}. */
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  onModuleDestroy(): void {
+    this.unsubscribe();
+    for (const name of this.registered) this.registry.removeSingleMetric(name);
+  }
+
+  private record({ allowed, decisions, durationMs }: RateLimitDecisionEvent): void {
+    for (const d of decisions) (d.allowed ? this.allowed : this.rejected).inc({ policy: d.policy, reason: d.reason ?? 'counter' });
+    this.decisionDuration.observe({ outcome: allowed ? 'allowed' : 'rejected' }, durationMs / 1_000);
+  }
+
+  private counter<L extends string>(name: string, help: string, labelNames: L[]): Counter<L> {
+    return this.metric(name, Counter, () => new Counter({ name, help, labelNames, registers: [this.registry] })) as Counter<L>;
+  }
+
+  /** The metric `name` of the registry if it is a `type`, else a new one this instance owns. */
+  private metric<M extends object>(name: string, type: abstract new (...args: never[]) => M, create: () => M): M {
+    const existing = this.registry.getSingleMetric(name);
+    if (existing instanceof type) return existing;
+    if (existing) {
+      throw new Error(
+        `RateLimitPrometheusModule: the registry already has a metric '${name}' of another type; ` +
+          `give RateLimitPrometheusModule.forRoot({ prefix }) another prefix or pass it its own registry.`,
+      );
+    }
+    this.registered.push(name);
+    return create();
+  }
+}
