@@ -20,6 +20,7 @@ export type {
   RateLimitStoreErrorMode,
   RateLimitHooks,
   RateLimitDecisionEvent,
+  RateLimitContextType,
 } from './interfaces/module-options.interface';
 export type { RateLimitPolicy, RateLimitAlgorithmName, Duration, ContextValue, RateLimitTracker } from './interfaces/policy.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
@@ -37,4 +38,6 @@ export { parseDuration } from './utils/duration';
 export { RateLimitGuard } from './rate-limit.guard';
 export { RateLimit, SkipRateLimit, RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from './rate-limit.decorator';
 export { RateLimitExceededException, RateLimitStoreUnavailableException, type RateLimitExceededBody } from './rate-limit.exception';
+export type { RateLimitWsErrorPayload } from './contexts/ws.context';
+export type { RateLimitRpcErrorPayload } from './contexts/rpc.context';
 export { clientIpKey } from './http/client-ip';

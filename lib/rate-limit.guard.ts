@@ -1,11 +1,11 @@
 import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
-import { HttpExchange } from './http/http-exchange';
+import { RateLimitContexts } from './contexts/create-context';
+import type { RateLimitContextAdapter } from './contexts/rate-limit-context';
 import { retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
 import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitEngine } from './rate-limit.engine';
-import { RateLimitExceededException, RateLimitStoreUnavailableException } from './rate-limit.exception';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { decideRoute, type RouteOutcome } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
@@ -17,16 +17,19 @@ import type { CompiledPolicy } from './utils/compile-policy';
 const WARN_INTERVAL_MS = 10_000;
 
 /**
- * Applies the route's policies to every HTTP request: registered as `APP_GUARD` by `RateLimitModule`
- * (unless `registerGuard: false`, then use `@UseGuards(RateLimitGuard)`). Rejects with a
- * {@link RateLimitExceededException} (429) or, when the store is down and `onStoreError` is
- * `'fail-closed'`, a {@link RateLimitStoreUnavailableException} (503). Non-HTTP contexts pass through.
+ * Applies the handler's policies to every call: controllers, GraphQL resolvers, WebSocket gateways and
+ * microservice handlers (module option `contexts`). Registered as `APP_GUARD` by `RateLimitModule` (unless
+ * `registerGuard: false`, then use `@UseGuards(RateLimitGuard)`). Over HTTP and GraphQL it rejects with a
+ * `RateLimitExceededException` (429) or, when the store is down and `onStoreError` is `'fail-closed'`, a
+ * `RateLimitStoreUnavailableException` (503); gateways get a `WsException` and microservices an
+ * `RpcException` carrying the same status, message and `retryAfter`.
  */
 @Injectable()
 export class RateLimitGuard implements CanActivate {
   private readonly logger = new Logger('RateLimitGuard');
   private readonly prefix: string;
   private readonly ipv6Subnet: number;
+  private readonly contexts: RateLimitContexts;
   private lastWarnAt = -Infinity;
 
   constructor(
@@ -37,41 +40,43 @@ export class RateLimitGuard implements CanActivate {
   ) {
     this.prefix = options.prefix ?? 'rl';
     this.ipv6Subnet = options.ipv6Subnet ?? 64;
+    this.contexts = new RateLimitContexts(options);
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    if (context.getType() !== 'http') return true;
+    const type = this.contexts.limited(context);
+    if (!type) return true;
     const plan = this.routes.plan(context.getClass(), context.getHandler());
     if (!plan) return true;
-    const exchange = new HttpExchange(context);
-    if (!exchange.claim()) return true;
-    const outcome = await decideRoute({ plan, context, exchange, engine: this.engine, prefix: this.prefix, ipv6Subnet: this.ipv6Subnet });
-    writeRateLimitHeaders(exchange, this.options.headers ?? 'ietf', outcome.members, outcome.decisions);
+    const caller = this.contexts.adapt(type, context);
+    if (!caller.claim()) return true;
+    const outcome = await decideRoute({ plan, context, caller, engine: this.engine, prefix: this.prefix, ipv6Subnet: this.ipv6Subnet });
+    writeRateLimitHeaders(caller, this.options.headers ?? 'ietf', outcome.members, outcome.decisions);
     this.reportShadow(plan, outcome);
-    if (!outcome.allowed) throw this.rejection(exchange, outcome.decisions);
-    if (plan.settles) this.settleOnEnd(exchange, plan, outcome);
+    if (!outcome.allowed) throw this.rejection(caller, outcome.decisions);
+    if (plan.settles) this.settleOnEnd(caller, plan, outcome);
     await this.shape(plan, outcome.decisions);
     return true;
   }
 
-  /** The exception for a rejected request, after setting `Retry-After` when the wait is finite. */
-  private rejection(exchange: HttpExchange, decisions: RateLimitDecision[]): Error {
-    if (decisions.some((d) => !d.allowed && d.reason === 'store-unavailable')) return new RateLimitStoreUnavailableException();
+  /** The error a rejected call is answered with, shaped for its transport by its context adapter. */
+  private rejection(call: RateLimitContextAdapter, decisions: RateLimitDecision[]): Error {
+    if (decisions.some((d) => !d.allowed && d.reason === 'store-unavailable')) return call.unavailable();
     const rejecting = decisions.filter((d) => !d.allowed && d.reason !== 'shadow');
     const retryAfter = retryAfterSeconds(rejecting);
     const message = this.options.errorMessage ?? 'Too Many Requests';
-    if (retryAfter !== null) {
-      exchange.setHeader('Retry-After', String(retryAfter));
-      return new RateLimitExceededException(message, retryAfter, decisions);
-    }
+    if (retryAfter !== null) return call.rejected({ message, retryAfter, decisions });
     const never = rejecting.find((d) => !Number.isFinite(d.retryAfterMs)) as RateLimitDecision;
     const why = `this request costs more than policy '${never.policy}' can ever allow (capacity ${never.limit}), so retrying will not help`;
-    return new RateLimitExceededException(`${message}: ${why}.`, null, decisions);
+    return call.rejected({ message: `${message}: ${why}.`, retryAfter: null, decisions });
   }
 
-  /** After the response, refunds outcomes `countOnly` does not count and releases `concurrency` leases. */
-  private settleOnEnd(exchange: HttpExchange, plan: RoutePlan, outcome: RouteOutcome): void {
-    exchange.onEnd(({ statusCode, aborted }) => {
+  /**
+   * After the response, refunds outcomes `countOnly` does not count and releases `concurrency` leases
+   * (only where the call has an end signal: HTTP, GraphQL over HTTP).
+   */
+  private settleOnEnd(call: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
+    call.onEnd(({ statusCode, aborted }) => {
       const failed = aborted || statusCode >= 400;
       const calls: RateLimitCall[] = [];
       plan.policies.forEach(({ compiled }, i) => {

@@ -1,4 +1,3 @@
-import type { ExecutionContext } from '@nestjs/common';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 
 /** Set on a request once a rate-limit guard has decided it. */
@@ -18,16 +17,15 @@ export interface HttpRequestLike {
 /** Express `res` (a Node `ServerResponse`) or Fastify `reply` (wrapping one as `raw`). */
 export type HttpResponseLike = ServerResponse | { raw: ServerResponse; header(name: string, value: string): unknown };
 
-/** The request and response of one HTTP call, read and written without knowing the adapter. */
+/**
+ * The request and response of one HTTP call, read and written without knowing the adapter: a controller's
+ * (`context.switchToHttp()`) or the one a GraphQL operation arrived on.
+ */
 export class HttpExchange {
-  readonly request: HttpRequestLike;
-  readonly response: HttpResponseLike;
-
-  constructor(context: ExecutionContext) {
-    const http = context.switchToHttp();
-    this.request = http.getRequest<HttpRequestLike>();
-    this.response = http.getResponse<HttpResponseLike>();
-  }
+  constructor(
+    readonly request: HttpRequestLike,
+    readonly response: HttpResponseLike,
+  ) {}
 
   /**
    * Marks the request as rate limited; false when it already was, so a route that has both the global guard
@@ -47,7 +45,7 @@ export class HttpExchange {
 
   /** The client address as the framework sees it (`req.ip`), or the socket peer when it has none. */
   get ip(): string | undefined {
-    return this.request.ip ?? this.request.socket?.remoteAddress;
+    return requestIp(this.request);
   }
 
   /** Sets a response header through the adapter (so Fastify serialises it with the reply). */
@@ -67,4 +65,9 @@ export class HttpExchange {
     if (raw.closed) process.nextTick(report);
     else raw.once('close', report);
   }
+}
+
+/** The client address of `request` as the framework sees it (`req.ip`), or the socket peer when it has none. */
+export function requestIp(request: HttpRequestLike): string | undefined {
+  return request.ip ?? request.socket?.remoteAddress;
 }

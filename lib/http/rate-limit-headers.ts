@@ -2,7 +2,6 @@ import type { AlgorithmParams } from '../algorithms/algorithm.interface';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitHeadersMode } from '../interfaces/module-options.interface';
 import { ceilDiv } from '../utils/math';
-import type { HttpExchange } from './http-exchange';
 
 /**
  * One policy's `RateLimit-Policy` list member (draft-ietf-httpapi-ratelimit-headers-10):
@@ -52,9 +51,14 @@ export function retryAfterSeconds(rejecting: readonly RateLimitDecision[]): numb
   return Number.isFinite(ms) ? ceilDiv(Math.ceil(ms), 1000) : null;
 }
 
+/** Where headers go: the HTTP response of the call, or nowhere (WebSocket and RPC calls have none). */
+export interface HeaderSink {
+  setHeader(name: string, value: string): void;
+}
+
 /** Writes the headers `mode` asks for; `policyMembers[i]` describes `decisions[i]`. */
 export function writeRateLimitHeaders(
-  exchange: HttpExchange,
+  exchange: HeaderSink,
   mode: RateLimitHeadersMode,
   policyMembers: readonly string[],
   decisions: readonly RateLimitDecision[],

@@ -2,40 +2,49 @@ import type { ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitTracker } from '../interfaces/policy.interface';
 import { clientIpKey } from './client-ip';
-import type { HttpExchange } from './http-exchange';
+
+/** Who is calling, as one kind of execution context (HTTP, GraphQL, WebSocket, RPC) sees it. */
+export interface TrackerSource {
+  /**
+   * The context's own default tracker, used for `'ip'`, for a policy without `by`, and when a tracker
+   * function returns nothing: `ip:<address>` where there is a client address.
+   */
+  defaultTracker(ipv6Subnet: number): string;
+  /** The authenticated user for `by: 'user'`; `undefined` when anonymous or when the context has none. */
+  readonly user: unknown;
+}
 
 /**
- * Whose quota a request draws from, as the string the counters are keyed by:
- * - `'ip'` → `ip:<address>` (IPv6 grouped by `ipv6Subnet`);
- * - `'user'` → `user:<id>` (`req.user.id`, else `req.user.sub`, else a string/number `req.user`), falling
- *   back to `ip:<address>` when the request is anonymous;
+ * Whose quota a call draws from, as the string the counters are keyed by:
+ * - `'ip'` or no `by` → the context's default (HTTP: `ip:<address>`, IPv6 grouped by `ipv6Subnet`);
+ * - `'user'` → `user:<id>` (`user.id`, else `user.sub`, else a string/number user), falling back to the
+ *   context's default when the call is anonymous;
  * - a function → its value unchanged (so `RateLimiterService` calls with the same key reach the same
- *   counter); `undefined`, `null` or `''` fall back to `ip:<address>`.
+ *   counter); `undefined`, `null` or `''` fall back to the context's default.
  * The `ip:` and `user:` namespaces keep an address and a user id from ever sharing a counter.
  */
 export async function resolveTracker(
   by: RateLimitTracker | undefined,
   context: ExecutionContext,
-  exchange: HttpExchange,
+  source: TrackerSource,
   ipv6Subnet: number,
 ): Promise<string> {
-  if (by === undefined || by === 'ip') return ipTracker(exchange, ipv6Subnet);
-  if (by === 'user') return userTracker(exchange.request.user) ?? ipTracker(exchange, ipv6Subnet);
+  if (by === undefined || by === 'ip') return source.defaultTracker(ipv6Subnet);
+  if (by === 'user') return userTracker(source.user) ?? source.defaultTracker(ipv6Subnet);
   const value: unknown = await by(context);
-  if (value === undefined || value === null || value === '') return ipTracker(exchange, ipv6Subnet);
+  if (value === undefined || value === null || value === '') return source.defaultTracker(ipv6Subnet);
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   if (typeof value !== 'string') {
     throw new RateLimitConfigError(
-      `by: the tracker function returned ${describe(value)}; it must return a string (or undefined to fall back to the client IP).`,
+      `by: the tracker function returned ${describe(value)}; it must return a string (or undefined to fall back to the default tracker).`,
     );
   }
   return value;
 }
 
-/** `ip:<address>` for the framework's `req.ip`; `ip:unknown` when the socket is already gone. */
-export function ipTracker(exchange: HttpExchange, ipv6Subnet: number): string {
-  const ip = exchange.ip;
-  return `ip:${ip ? clientIpKey(ip, ipv6Subnet) : 'unknown'}`;
+/** `ip:<address>` (IPv6 grouped by `ipv6Subnet`); `ip:unknown` when there is no address (the socket is gone). */
+export function ipTracker(address: string | undefined, ipv6Subnet: number): string {
+  return `ip:${address ? clientIpKey(address, ipv6Subnet) : 'unknown'}`;
 }
 
 function userTracker(user: unknown): string | undefined {

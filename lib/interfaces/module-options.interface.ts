@@ -11,6 +11,12 @@ export type RateLimitHeadersMode = 'ietf' | 'legacy' | 'both' | 'none';
  */
 export type RateLimitStoreErrorMode = 'fail-open' | 'fail-closed' | 'insurance';
 
+/**
+ * Kinds of Nest execution context the guard can limit: controllers (`'http'`), GraphQL resolvers
+ * (`'graphql'`), WebSocket gateways (`'ws'`) and microservice handlers (`'rpc'`).
+ */
+export type RateLimitContextType = 'http' | 'graphql' | 'ws' | 'rpc';
+
 /** Hooks called synchronously; keep them cheap (they never add a store round trip). */
 export interface RateLimitHooks {
   /** Every decision of a request, after the store answered (or a fallback decided). */
@@ -102,4 +108,17 @@ export interface RateLimitModuleOptions {
   ipv6Subnet?: number;
   /** Message of the 429 response body. @default 'Too Many Requests' */
   errorMessage?: string;
+  /**
+   * Which kinds of execution context the guard limits; calls of any other kind pass untouched. Each kind
+   * has its own default tracker: HTTP and GraphQL the client IP of the HTTP request, WebSocket the
+   * handshake address, RPC the message pattern (plus the data's `userId` or `id` when it has one).
+   * @default ['http', 'graphql', 'ws', 'rpc']
+   * @example contexts: ['http', 'graphql'] // leave gateways and microservices alone
+   */
+  contexts?: RateLimitContextType[];
+  /**
+   * Limit GraphQL subscriptions too (each subscribe call counts once). Off: subscription operations pass.
+   * @default false
+   */
+  limitSubscriptions?: boolean;
 }

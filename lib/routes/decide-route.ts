@@ -1,6 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
-import type { HttpExchange } from '../http/http-exchange';
-import { resolveTracker } from '../http/tracker';
+import { resolveTracker, type TrackerSource } from '../http/tracker';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
@@ -11,7 +10,8 @@ import type { RoutePlan, TrackerGroup } from './route-plan';
 export interface RouteDecisionInput {
   plan: RoutePlan;
   context: ExecutionContext;
-  exchange: HttpExchange;
+  /** Who is calling, as the call's kind of context sees it. */
+  caller: TrackerSource;
   engine: RateLimitEngine;
   /** Key prefix (module option `prefix`). */
   prefix: string;
@@ -58,10 +58,10 @@ export async function decideRoute(input: RouteDecisionInput): Promise<RouteOutco
 
 async function decideGroup(
   group: TrackerGroup,
-  { plan, context, exchange, engine, prefix, ipv6Subnet }: RouteDecisionInput,
+  { plan, context, caller, engine, prefix, ipv6Subnet }: RouteDecisionInput,
 ): Promise<GroupResult> {
   const [tracker, requests] = await Promise.all([
-    resolveTracker(group.by, context, exchange, ipv6Subnet),
+    resolveTracker(group.by, context, caller, ipv6Subnet),
     Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
   ]);
   const result = await engine.decide(trackerKeyPrefix(prefix, tracker), requests, 'consume');

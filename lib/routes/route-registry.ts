@@ -43,15 +43,31 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     }
   }
 
-  /** Plans every handler of every controller; throws on the first invalid policy. */
+  /**
+   * Plans every handler of every controller, and every `@RateLimit` of a provider (GraphQL resolvers,
+   * WebSocket gateways); throws on the first invalid policy.
+   */
   onModuleInit(): void {
     for (const { metatype } of this.discovery.getControllers()) {
-      if (typeof metatype !== 'function') continue;
-      const prototype = metatype.prototype as Record<string, unknown>;
-      for (const name of this.scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[name];
-        if (typeof handler === 'function' && this.isRoute(handler)) this.plan(metatype as ControllerClass, handler);
-      }
+      if (typeof metatype === 'function') this.planClass(metatype as ControllerClass, (handler) => this.isRoute(handler));
+    }
+    for (const { metatype, inject } of this.discovery.getProviders()) {
+      // `inject` marks a factory provider, whose metatype is the factory function rather than a class.
+      if (typeof metatype !== 'function' || inject) continue;
+      const limitedClass = this.reflector.get(RateLimitPolicies, metatype) !== undefined;
+      this.planClass(
+        metatype as ControllerClass,
+        (handler) => limitedClass || this.reflector.get(RateLimitPolicies, handler) !== undefined,
+      );
+    }
+  }
+
+  private planClass(metatype: ControllerClass, limited: (handler: Handler) => boolean): void {
+    const prototype = metatype.prototype as Record<string, unknown> | undefined;
+    if (!prototype) return;
+    for (const name of this.scanner.getAllMethodNames(prototype)) {
+      const handler = prototype[name];
+      if (typeof handler === 'function' && limited(handler)) this.plan(metatype, handler);
     }
   }
 

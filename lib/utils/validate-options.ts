@@ -4,8 +4,9 @@ import { describeValue } from './describe-value';
 
 const KNOWN_OPTIONS = new Set([
   'redis', 'prefix', 'defaultPolicy', 'headers', 'onStoreError', 'storeTimeoutMs', 'registerGuard', 'mode', 'memory', 'ipv6Subnet', 'errorMessage',
-  'insuranceShare', 'hotKeyShedding', 'storeErrorLogIntervalMs', 'hooks',
+  'insuranceShare', 'hotKeyShedding', 'storeErrorLogIntervalMs', 'hooks', 'contexts', 'limitSubscriptions',
 ]);
+const CONTEXT_TYPES = ['http', 'graphql', 'ws', 'rpc'];
 
 /** Checks module options at bootstrap; the error names the option, the value and what is allowed. */
 export function validateModuleOptions(options: RateLimitModuleOptions): void {
@@ -38,6 +39,15 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   }
   if (memory?.maxKeys !== undefined && !(Number.isInteger(memory.maxKeys) && memory.maxKeys >= 1)) {
     throw fail(`memory.maxKeys: ${describeValue(memory.maxKeys)} must be a whole number ≥ 1.`);
+  }
+  const { contexts, limitSubscriptions } = options;
+  if (contexts !== undefined && !(Array.isArray(contexts) && contexts.length > 0 && contexts.every((c) => CONTEXT_TYPES.includes(c)))) {
+    throw fail(
+      `contexts: ${describeValue(contexts)} must be a non-empty array of ${CONTEXT_TYPES.map((c) => `'${c}'`).join(', ')} (registerGuard: false turns the guard off).`,
+    );
+  }
+  if (limitSubscriptions !== undefined && typeof limitSubscriptions !== 'boolean') {
+    throw fail(`limitSubscriptions: ${describeValue(limitSubscriptions)} must be true or false.`);
   }
   if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
     throw fail(`redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a Redis / Cluster instance.`);

@@ -1,15 +1,54 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { RateLimitGuard } from '../../lib';
+import { RateLimitGuard, type RateLimitModuleOptions } from '../../lib';
 import type { RateLimitRouteRegistry } from '../../lib/routes/route-registry';
 import type { RateLimitEngine } from '../../lib/rate-limit.engine';
 import type { RateLimitHolds } from '../../lib/http/request-holds';
 
+/** A guard whose registry has no plan for anything, and the spy that tells whether it was asked. */
+function guardWith(options: RateLimitModuleOptions) {
+  const plan = jest.fn().mockReturnValue(null);
+  const guard = new RateLimitGuard({ plan } as unknown as RateLimitRouteRegistry, {} as RateLimitEngine, {} as RateLimitHolds, options);
+  return { guard, plan };
+}
+
+function contextOf(type: string, args: unknown[] = []): ExecutionContext {
+  return {
+    getType: () => type,
+    getArgByIndex: (i: number) => args[i],
+    getClass: () => class Handlers {},
+    getHandler: () => function handler() {},
+  } as unknown as ExecutionContext;
+}
+
 describe('RateLimitGuard', () => {
-  it.each(['rpc', 'ws', 'graphql'])('lets %s contexts through without looking anything up', async (type) => {
-    const plan = jest.fn();
-    const guard = new RateLimitGuard({ plan } as unknown as RateLimitRouteRegistry, {} as RateLimitEngine, {} as RateLimitHolds, {});
-    const context = { getType: () => type } as unknown as ExecutionContext;
-    await expect(guard.canActivate(context)).resolves.toBe(true);
+  it.each(['http', 'rpc', 'ws', 'graphql'])('looks up the plan of %s calls by default', async (type) => {
+    const { guard, plan } = guardWith({});
+    await expect(guard.canActivate(contextOf(type))).resolves.toBe(true);
+    expect(plan).toHaveBeenCalledTimes(1);
+  });
+
+  it.each(['rpc', 'ws', 'graphql'])('lets %s calls through without looking anything up when contexts leaves them out', async (type) => {
+    const { guard, plan } = guardWith({ contexts: ['http'] });
+    await expect(guard.canActivate(contextOf(type))).resolves.toBe(true);
     expect(plan).not.toHaveBeenCalled();
+  });
+
+  it('lets calls of an unknown kind (a custom transport) through without looking anything up', async () => {
+    const { guard, plan } = guardWith({});
+    await expect(guard.canActivate(contextOf('kafka-streams'))).resolves.toBe(true);
+    expect(plan).not.toHaveBeenCalled();
+  });
+
+  it('skips GraphQL subscriptions unless limitSubscriptions is on', async () => {
+    const subscription = () => contextOf('graphql', [{}, {}, {}, { operation: { operation: 'subscription' } }]);
+    const skipping = guardWith({});
+    await skipping.guard.canActivate(subscription());
+    expect(skipping.plan).not.toHaveBeenCalled();
+    const limiting = guardWith({ limitSubscriptions: true });
+    await limiting.guard.canActivate(subscription());
+    expect(limiting.plan).toHaveBeenCalledTimes(1);
+    const query = guardWith({});
+    await query.guard.canActivate(contextOf('graphql', [{}, {}, {}, { operation: { operation: 'query' } }]));
+    expect(query.plan).toHaveBeenCalledTimes(1);
   });
 });

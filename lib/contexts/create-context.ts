@@ -1,0 +1,43 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { RateLimitContextType, RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { GraphqlRateLimitContext } from './graphql.context';
+import { HttpRateLimitContext } from './http.context';
+import type { RateLimitContextAdapter } from './rate-limit-context';
+import { RpcRateLimitContext } from './rpc.context';
+import { WsRateLimitContext } from './ws.context';
+
+const ALL_CONTEXT_TYPES: readonly RateLimitContextType[] = ['http', 'graphql', 'ws', 'rpc'];
+
+const ADAPTERS: Record<RateLimitContextType, new (context: ExecutionContext) => RateLimitContextAdapter> = {
+  http: HttpRateLimitContext,
+  graphql: GraphqlRateLimitContext,
+  ws: WsRateLimitContext,
+  rpc: RpcRateLimitContext,
+};
+
+/** Which calls the guard limits (module options `contexts`, `limitSubscriptions`), and their adapters. */
+export class RateLimitContexts {
+  private readonly types: ReadonlySet<string>;
+  private readonly limitSubscriptions: boolean;
+
+  constructor({ contexts, limitSubscriptions }: Pick<RateLimitModuleOptions, 'contexts' | 'limitSubscriptions'>) {
+    this.types = new Set(contexts ?? ALL_CONTEXT_TYPES);
+    this.limitSubscriptions = limitSubscriptions ?? false;
+  }
+
+  /**
+   * The kind of `context` when the guard limits it; `null` for kinds left out of `contexts`, unknown kinds
+   * (custom transports) and, unless `limitSubscriptions`, GraphQL subscriptions.
+   */
+  limited(context: ExecutionContext): RateLimitContextType | null {
+    const type = context.getType<string>();
+    if (!this.types.has(type)) return null;
+    if (type === 'graphql' && !this.limitSubscriptions && GraphqlRateLimitContext.isSubscription(context)) return null;
+    return type as RateLimitContextType;
+  }
+
+  /** The adapter for a call of a kind {@link limited} accepted. */
+  adapt(type: RateLimitContextType, context: ExecutionContext): RateLimitContextAdapter {
+    return new ADAPTERS[type](context);
+  }
+}

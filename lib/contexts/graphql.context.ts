@@ -1,0 +1,77 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { HttpExchange, requestIp, type HttpRequestLike, type HttpResponseLike } from '../http/http-exchange';
+import { ipTracker } from '../http/tracker';
+import { RateLimitStoreUnavailableException } from '../rate-limit.exception';
+import { httpRejection } from './http.context';
+import { claimContext, type RateLimitCallOutcome, type RateLimitContextAdapter, type RateLimitRejection } from './rate-limit-context';
+
+/**
+ * The GraphQL context object (the third resolver argument, what `GqlExecutionContext#getContext()`
+ * returns), as the drivers fill it: Apollo on Express `{ req }` (Express sets `req.res`), Apollo on
+ * Fastify `{ req }` plus whatever the app's `context` function adds (`reply`), Mercurius `{ reply }`
+ * (`reply.request`), graphql-ws subscriptions `{ extra: { request } }`.
+ */
+interface GraphqlContextLike {
+  req?: HttpRequestLike & { res?: HttpResponseLike };
+  request?: HttpRequestLike;
+  res?: HttpResponseLike;
+  reply?: HttpResponseLike & { request?: HttpRequestLike };
+  extra?: { request?: HttpRequestLike };
+}
+
+/** The parts of `GraphQLResolveInfo` read here (the fourth resolver argument). */
+interface GraphqlInfoLike {
+  operation?: { operation?: string };
+}
+
+/**
+ * A resolver call (`context.getType() === 'graphql'`), read by duck typing: `@nestjs/graphql` is never
+ * loaded. Each resolver call is decided on its own (two limited fields in one query count once each).
+ * Default tracker: `ip:<address>` of the HTTP request the operation came in on. Headers go on that HTTP
+ * response (the last limited field of a query writes them). Rejected with the same 429
+ * `RateLimitExceededException` as HTTP, which the GraphQL driver turns into an error in `errors`.
+ */
+export class GraphqlRateLimitContext implements RateLimitContextAdapter {
+  private readonly request: HttpRequestLike | undefined;
+  private readonly exchange: HttpExchange | undefined;
+
+  constructor(private readonly context: ExecutionContext) {
+    const gql = context.getArgByIndex<GraphqlContextLike | undefined>(2) ?? {};
+    this.request = gql.req ?? gql.request ?? gql.reply?.request ?? gql.extra?.request;
+    const response = gql.res ?? gql.reply ?? gql.req?.res;
+    this.exchange = this.request && response ? new HttpExchange(this.request, response) : undefined;
+  }
+
+  /** Whether the call resolves a field of a subscription operation. */
+  static isSubscription(context: ExecutionContext): boolean {
+    return context.getArgByIndex<GraphqlInfoLike | undefined>(3)?.operation?.operation === 'subscription';
+  }
+
+  claim(): boolean {
+    return claimContext(this.context);
+  }
+
+  defaultTracker(ipv6Subnet: number): string {
+    return ipTracker(this.request && requestIp(this.request), ipv6Subnet);
+  }
+
+  get user(): unknown {
+    return this.request?.user;
+  }
+
+  setHeader(name: string, value: string): void {
+    this.exchange?.setHeader(name, value);
+  }
+
+  onEnd(listener: (outcome: RateLimitCallOutcome) => void): void {
+    this.exchange?.onEnd(listener);
+  }
+
+  rejected(rejection: RateLimitRejection): Error {
+    return httpRejection(this.exchange, rejection);
+  }
+
+  unavailable(): Error {
+    return new RateLimitStoreUnavailableException();
+  }
+}

@@ -1,0 +1,52 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { HttpExchange, type HttpRequestLike, type HttpResponseLike } from '../http/http-exchange';
+import { ipTracker } from '../http/tracker';
+import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
+import type { RateLimitCallOutcome, RateLimitContextAdapter, RateLimitRejection } from './rate-limit-context';
+
+/**
+ * A controller call (`context.getType() === 'http'`, Express or Fastify). Default tracker: `ip:<req.ip>`.
+ * Rejected with {@link RateLimitExceededException} (429 with `Retry-After`).
+ */
+export class HttpRateLimitContext implements RateLimitContextAdapter {
+  private readonly exchange: HttpExchange;
+
+  constructor(context: ExecutionContext) {
+    const http = context.switchToHttp();
+    this.exchange = new HttpExchange(http.getRequest<HttpRequestLike>(), http.getResponse<HttpResponseLike>());
+  }
+
+  claim(): boolean {
+    return this.exchange.claim();
+  }
+
+  defaultTracker(ipv6Subnet: number): string {
+    return ipTracker(this.exchange.ip, ipv6Subnet);
+  }
+
+  get user(): unknown {
+    return this.exchange.request.user;
+  }
+
+  setHeader(name: string, value: string): void {
+    this.exchange.setHeader(name, value);
+  }
+
+  onEnd(listener: (outcome: RateLimitCallOutcome) => void): void {
+    this.exchange.onEnd(listener);
+  }
+
+  rejected(rejection: RateLimitRejection): Error {
+    return httpRejection(this.exchange, rejection);
+  }
+
+  unavailable(): Error {
+    return new RateLimitStoreUnavailableException();
+  }
+}
+
+/** The 429 exception, after setting `Retry-After` on the response when the wait is finite. */
+export function httpRejection(exchange: HttpExchange | undefined, { message, retryAfter, decisions }: RateLimitRejection): Error {
+  if (retryAfter !== null) exchange?.setHeader('Retry-After', String(retryAfter));
+  return new RateLimitExceededException(message, retryAfter, decisions);
+}

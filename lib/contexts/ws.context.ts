@@ -1,0 +1,79 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { ipTracker } from '../http/tracker';
+import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
+import {
+  claimContext,
+  loadOptional,
+  type RateLimitContextAdapter,
+  type RateLimitRejection,
+  type TransportExceptionClass,
+} from './rate-limit-context';
+
+/** The parts of a socket.io `Socket` read here. */
+interface SocketLike {
+  handshake?: { address?: string };
+  data?: { user?: unknown };
+  user?: unknown;
+}
+
+/** What a rejected WebSocket message's client receives as the payload of its `exception` event. */
+export interface RateLimitWsErrorPayload {
+  status: 'error';
+  /** 429 when limited, 503 when the store is down and the policy fails closed. */
+  statusCode: 429 | 503;
+  message: string;
+  /** Whole seconds until the same message would be allowed; `null` when never (429 only). */
+  retryAfter?: number | null;
+}
+
+/**
+ * A gateway message (`context.getType() === 'ws'`). Default tracker: `ip:<address>` of the socket.io
+ * handshake (`client.handshake.address`; proxies' headers are not read). `by: 'user'` reads
+ * `client.data.user`, else `client.user`. Rejected with a `WsException` whose payload is a
+ * {@link RateLimitWsErrorPayload}, which Nest's WebSocket exception filter emits to the client as an
+ * `exception` event; the connection stays open. WebSocket messages have no end signal, so `concurrency`
+ * leases live until their `window` and `countOnly` policies count every message.
+ */
+export class WsRateLimitContext implements RateLimitContextAdapter {
+  private readonly client: SocketLike;
+
+  constructor(private readonly context: ExecutionContext) {
+    this.client = context.switchToWs().getClient<SocketLike | undefined>() ?? {};
+  }
+
+  claim(): boolean {
+    return claimContext(this.context);
+  }
+
+  defaultTracker(ipv6Subnet: number): string {
+    return ipTracker(this.client.handshake?.address, ipv6Subnet);
+  }
+
+  get user(): unknown {
+    return this.client.data?.user ?? this.client.user;
+  }
+
+  setHeader(): void {
+    // A WebSocket message has no response headers.
+  }
+
+  onEnd(): void {
+    // A WebSocket message has no end signal.
+  }
+
+  rejected({ message, retryAfter, decisions }: RateLimitRejection): Error {
+    const payload: RateLimitWsErrorPayload = { status: 'error', statusCode: 429, message, retryAfter };
+    return wsException(payload) ?? new RateLimitExceededException(message, retryAfter, decisions);
+  }
+
+  unavailable(): Error {
+    const payload: RateLimitWsErrorPayload = { status: 'error', statusCode: 503, message: 'Rate limit store unavailable' };
+    return wsException(payload) ?? new RateLimitStoreUnavailableException();
+  }
+}
+
+/** A `WsException` carrying `payload`; `undefined` if `@nestjs/websockets` is somehow not installed. */
+function wsException(payload: RateLimitWsErrorPayload): Error | undefined {
+  const WsException = loadOptional<{ WsException: TransportExceptionClass }>('@nestjs/websockets')?.WsException;
+  return WsException && new WsException(payload);
+}

@@ -1,0 +1,154 @@
+import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
+import type { INestApplication } from '@nestjs/common';
+import { Args, GraphQLModule, Mutation, Query, Resolver } from '@nestjs/graphql';
+import request from 'supertest';
+import { RateLimit, SkipRateLimit } from '../../lib';
+import { bootApp, rateLimitModule, SharedRedis, type StoreName } from './harness';
+
+const typeDefs = /* GraphQL */ `
+  type Query {
+    cats: [String!]
+    dogs: [String!]
+    birds: [String!]
+    open: String
+  }
+  type Mutation {
+    login(username: String!): Boolean
+  }
+`;
+
+@Resolver()
+@RateLimit('sliding-log', 3, '1m', { name: 'resolver' })
+class AnimalsResolver {
+  @Query('cats')
+  @RateLimit('sliding-log', 2, '1m')
+  cats() {
+    return ['tom'];
+  }
+
+  @Query('dogs')
+  @RateLimit('sliding-log', 5, '1m', { name: 'dogs' })
+  dogs() {
+    return ['rex'];
+  }
+
+  /** Limited by the class policy. */
+  @Query('birds')
+  birds() {
+    return ['tweety'];
+  }
+
+  @Query('open')
+  @SkipRateLimit()
+  open() {
+    return 'ok';
+  }
+
+  /** Per username, whatever the address: the tracker comes from the field's arguments. */
+  @Mutation('login')
+  @RateLimit('sliding-log', 1, '1m', { by: (context) => `login:${context.getArgByIndex<{ username: string }>(1).username}` })
+  login(@Args('username') _username: string) {
+    return true;
+  }
+}
+
+/** What Apollo, through Nest's HTTP error mapping, reports for a field the guard rejected. */
+function rateLimitedError(field: string, retryAfter: number, column: number) {
+  return {
+    message: 'Too Many Requests',
+    locations: [{ line: 1, column }],
+    path: [field],
+    extensions: {
+      code: 'INTERNAL_SERVER_ERROR',
+      status: 429,
+      originalError: { statusCode: 429, message: 'Too Many Requests', error: 'Too Many Requests', retryAfter },
+    },
+  };
+}
+
+const stores: StoreName[] = ['memory', 'redis'];
+
+describe.each(stores)('GraphQL (Apollo on Express) with the %s store', (store) => {
+  const redis = new SharedRedis();
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    app = await bootApp({
+      adapter: 'express',
+      imports: [
+        await rateLimitModule(store, redis),
+        GraphQLModule.forRoot<ApolloDriverConfig>({
+          driver: ApolloDriver,
+          typeDefs,
+          graphiql: false,
+          includeStacktraceInErrorResponses: false,
+        }),
+      ],
+      providers: [AnimalsResolver],
+    });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await redis.stop();
+  });
+
+  const gql = (query: string) => request(app.getHttpServer()).post('/graphql').send({ query });
+
+  it('limits a field by its own policy, with headers on the HTTP response, and rejects with a GraphQL error', async () => {
+    for (const remaining of [1, 0]) {
+      const res = await gql('{ cats }');
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ data: { cats: ['tom'] } });
+      expect(res.headers['ratelimit-policy']).toBe('"default";q=2;w=60');
+      expect(res.headers['ratelimit']).toBe(`"default";r=${remaining};t=60`);
+    }
+    const limited = await gql('{ cats }');
+    expect(limited.status).toBe(200);
+    expect(limited.body).toEqual({ data: { cats: null }, errors: [rateLimitedError('cats', 60, 3)] });
+    expect(limited.headers['ratelimit']).toBe('"default";r=0;t=60');
+    expect(limited.headers['retry-after']).toBe('60');
+  });
+
+  it('keeps quotas per field: one exhausted field does not touch another in the same query', async () => {
+    const res = await gql('{ cats dogs }');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ data: { cats: null, dogs: ['rex'] }, errors: [rateLimitedError('cats', 60, 3)] });
+    const dogs = await gql('{ dogs }');
+    expect(dogs.headers['ratelimit']).toBe('"dogs";r=3;t=60');
+  });
+
+  it('counts every resolver call: two aliases of one field in a query take two units', async () => {
+    const res = await gql('{ a: dogs b: dogs }');
+    expect(res.body).toEqual({ data: { a: ['rex'], b: ['rex'] } });
+    expect((await gql('{ dogs }')).headers['ratelimit']).toBe('"dogs";r=0;t=60');
+    const limited = await gql('{ dogs }');
+    expect(limited.body.data).toEqual({ dogs: null });
+    expect(limited.body.errors).toHaveLength(1);
+    expect(limited.body.errors[0].extensions.status).toBe(429);
+  });
+
+  it('applies the resolver class policy to fields without their own, and skips @SkipRateLimit fields', async () => {
+    const birds = [];
+    for (let i = 0; i < 4; i++) birds.push((await gql('{ birds }')).body.data.birds);
+    expect(birds).toEqual([['tweety'], ['tweety'], ['tweety'], null]);
+    for (let i = 0; i < 5; i++) {
+      const res = await gql('{ open }');
+      expect(res.body).toEqual({ data: { open: 'ok' } });
+      expect(res.headers['ratelimit']).toBeUndefined();
+    }
+  });
+
+  it('tracks by a function of the field arguments (the ExecutionContext), independently of the address', async () => {
+    const login = (username: string) => gql(`mutation { login(username: "${username}") }`);
+    expect((await login('ann')).body).toEqual({ data: { login: true } });
+    const limited = await login('ann');
+    expect(limited.body.data).toEqual({ login: null });
+    expect(limited.body.errors[0].extensions.originalError).toEqual({
+      statusCode: 429,
+      message: 'Too Many Requests',
+      error: 'Too Many Requests',
+      retryAfter: 60,
+    });
+    expect((await login('bob')).body).toEqual({ data: { login: true } });
+  });
+});
