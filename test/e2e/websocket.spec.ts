@@ -1,0 +1,107 @@
+import type { INestApplication } from '@nestjs/common';
+import { MessageBody, SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
+import type { AddressInfo } from 'node:net';
+import { io, type Socket } from 'socket.io-client';
+import { RateLimit, type RateLimitWsErrorPayload } from '../../lib';
+import { bootApp, rateLimitModule, SharedRedis } from './harness';
+
+@WebSocketGateway()
+class ChatGateway {
+  @SubscribeMessage('chat')
+  @RateLimit('sliding-log', 2, '1m')
+  chat(@MessageBody() text: string) {
+    return `echo:${text}`;
+  }
+
+  @SubscribeMessage('ping')
+  ping() {
+    return 'pong';
+  }
+
+  /** One vote per voter named in the message, whatever the connection. */
+  @SubscribeMessage('vote')
+  @RateLimit('sliding-log', 1, '1m', { name: 'votes', by: (context) => `voter:${context.switchToWs().getData<{ voter: string }>().voter}` })
+  vote(@MessageBody() { voter }: { voter: string }) {
+    return `voted:${voter}`;
+  }
+}
+
+const LIMITED: RateLimitWsErrorPayload = { status: 'error', statusCode: 429, message: 'Too Many Requests', retryAfter: 60 };
+
+/** A socket.io client that records every `exception` event it receives. */
+async function connect(url: string): Promise<{ socket: Socket; exceptions: unknown[] }> {
+  const socket = io(url, { transports: ['websocket'], forceNew: true, reconnection: false });
+  const exceptions: unknown[] = [];
+  socket.on('exception', (payload: unknown) => exceptions.push(payload));
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('connect_error', reject);
+  });
+  return { socket, exceptions };
+}
+
+/** Emits a message and waits for its acknowledgement; `'no ack'` when none came (a rejected message gets none). */
+async function send(socket: Socket, event: string, data: unknown): Promise<unknown> {
+  try {
+    return await socket.timeout(300).emitWithAck(event, data);
+  } catch {
+    return 'no ack';
+  }
+}
+
+describe('WebSocket gateway (socket.io) with the memory store', () => {
+  const redis = new SharedRedis();
+  let app: INestApplication;
+  let url: string;
+  const sockets: Socket[] = [];
+  const client = async () => {
+    const connected = await connect(url);
+    sockets.push(connected.socket);
+    return connected;
+  };
+
+  beforeAll(async () => {
+    app = await bootApp({ adapter: 'express', imports: [await rateLimitModule('memory', redis)], providers: [ChatGateway] });
+    await app.listen(0, '127.0.0.1');
+    url = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.disconnect();
+    await app?.close();
+  });
+
+  it("answers the message past the limit with an 'exception' event, keeps the connection, and shares the quota by handshake address", async () => {
+    const { socket, exceptions } = await client();
+    expect(await send(socket, 'chat', 'a')).toBe('echo:a');
+    expect(await send(socket, 'chat', 'b')).toBe('echo:b');
+    expect(await send(socket, 'chat', 'c')).toBe('no ack');
+    expect(exceptions).toEqual([LIMITED]);
+    expect(socket.connected).toBe(true);
+    expect(await send(socket, 'ping', null)).toBe('pong');
+
+    // A second connection from the same address draws from the same quota.
+    const other = await client();
+    expect(await send(other.socket, 'chat', 'd')).toBe('no ack');
+    expect(other.exceptions).toEqual([LIMITED]);
+  });
+
+  it('survives a burst of rejected messages: every one is answered, none crashes the server', async () => {
+    // The chat quota of this address (127.0.0.1) was spent above, so every one of these is rejected.
+    const { socket, exceptions } = await client();
+    for (let i = 0; i < 50; i++) socket.emit('chat', `spam ${i}`);
+    expect(await send(socket, 'ping', null)).toBe('pong');
+    expect(exceptions).toHaveLength(50);
+    expect(new Set(exceptions.map((e) => JSON.stringify(e)))).toEqual(new Set([JSON.stringify(LIMITED)]));
+    expect(socket.connected).toBe(true);
+    const fresh = await client();
+    expect(await send(fresh.socket, 'ping', null)).toBe('pong');
+  });
+
+  it('tracks by a function of the message (the ExecutionContext) when the policy says so', async () => {
+    const { socket, exceptions } = await client();
+    expect(await send(socket, 'vote', { voter: 'ann' })).toBe('voted:ann');
+    expect(await send(socket, 'vote', { voter: 'ann' })).toBe('no ack');
+    expect(await send(socket, 'vote', { voter: 'bob' })).toBe('voted:bob');
+    expect(exceptions).toEqual([LIMITED]);
+  });
+});
