@@ -5,18 +5,23 @@ import { RateLimitStoreUnavailableException } from '../rate-limit.exception';
 import { httpRejection } from './http.context';
 import { claimContext, type RateLimitCallOutcome, type RateLimitContextAdapter, type RateLimitRejection } from './rate-limit-context';
 
+/** graphql-ws's connection context, which holds the HTTP upgrade request of the subscription's socket. */
+interface GraphqlWsContextLike {
+  extra?: { request?: HttpRequestLike };
+}
+
 /**
  * The GraphQL context object (the third resolver argument, what `GqlExecutionContext#getContext()`
  * returns), as the drivers fill it: Apollo on Express `{ req }` (Express sets `req.res`), Apollo on
  * Fastify `{ req }` plus whatever the app's `context` function adds (`reply`), Mercurius `{ reply }`
- * (`reply.request`), graphql-ws subscriptions `{ extra: { request } }`.
+ * (`reply.request`), graphql-ws subscriptions `{ req: { extra: { request } } }` through Nest's Apollo
+ * driver, `{ extra: { request } }` otherwise.
  */
-interface GraphqlContextLike {
-  req?: HttpRequestLike & { res?: HttpResponseLike };
+interface GraphqlContextLike extends GraphqlWsContextLike {
+  req?: (HttpRequestLike & { res?: HttpResponseLike }) | GraphqlWsContextLike;
   request?: HttpRequestLike;
   res?: HttpResponseLike;
   reply?: HttpResponseLike & { request?: HttpRequestLike };
-  extra?: { request?: HttpRequestLike };
 }
 
 /** The parts of `GraphQLResolveInfo` read here (the fourth resolver argument). */
@@ -37,8 +42,10 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
 
   constructor(private readonly context: ExecutionContext) {
     const gql = context.getArgByIndex<GraphqlContextLike | undefined>(2) ?? {};
-    this.request = gql.req ?? gql.request ?? gql.reply?.request ?? gql.extra?.request;
-    const response = gql.res ?? gql.reply ?? gql.req?.res;
+    const req = isRequest(gql.req) ? gql.req : undefined;
+    const wsRequest = gql.extra?.request ?? (gql.req as GraphqlWsContextLike | undefined)?.extra?.request;
+    this.request = [req, gql.request, gql.reply?.request, wsRequest].find(isRequest);
+    const response = gql.res ?? gql.reply ?? req?.res;
     this.exchange = this.request && response ? new HttpExchange(this.request, response) : undefined;
   }
 
@@ -74,4 +81,9 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
   unavailable(): Error {
     return new RateLimitStoreUnavailableException();
   }
+}
+
+/** An HTTP request (Express, Fastify or Node's own), not some other object a driver put in its place. */
+function isRequest<T extends HttpRequestLike>(value: T | object | undefined): value is T {
+  return typeof value === 'object' && value !== null && typeof (value as { headers?: unknown }).headers === 'object';
 }

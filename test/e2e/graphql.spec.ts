@@ -1,7 +1,10 @@
 import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import type { INestApplication } from '@nestjs/common';
-import { Args, GraphQLModule, Mutation, Query, Resolver } from '@nestjs/graphql';
+import { Args, GraphQLModule, Mutation, Query, Resolver, Subscription } from '@nestjs/graphql';
+import { createClient, type Client } from 'graphql-ws';
+import type { AddressInfo } from 'node:net';
 import request from 'supertest';
+import WebSocket from 'ws';
 import { RateLimit, SkipRateLimit } from '../../lib';
 import { bootApp, rateLimitModule, SharedRedis, type StoreName } from './harness';
 
@@ -150,5 +153,84 @@ describe.each(stores)('GraphQL (Apollo on Express) with the %s store', (store) =
       retryAfter: 60,
     });
     expect((await login('bob')).body).toEqual({ data: { login: true } });
+  });
+});
+
+const subscriptionTypeDefs = /* GraphQL */ `
+  type Query {
+    now: Int
+  }
+  type Subscription {
+    ticks: Int
+  }
+`;
+
+@Resolver()
+class TicksResolver {
+  @Query('now')
+  now() {
+    return 0;
+  }
+
+  @Subscription('ticks')
+  @RateLimit('sliding-log', 1, '1m', { name: 'ticks' })
+  ticks() {
+    return (async function* () {
+      yield { ticks: 1 };
+      yield { ticks: 2 };
+    })();
+  }
+}
+
+const TICKS = [{ data: { ticks: 1 } }, { data: { ticks: 2 } }];
+
+describe.each([
+  { limitSubscriptions: false, second: TICKS },
+  {
+    limitSubscriptions: true,
+    // graphql-ws reports the error itself: Apollo's error formatting (and so Nest's `extensions`) is not involved.
+    second: [{ errors: [{ message: 'Too Many Requests', locations: [{ line: 1, column: 16 }], path: ['ticks'] }] }],
+  },
+])('GraphQL subscriptions over graphql-ws with limitSubscriptions: $limitSubscriptions', ({ limitSubscriptions, second }) => {
+  const redis = new SharedRedis();
+  let app: INestApplication;
+  let client: Client;
+
+  beforeAll(async () => {
+    app = await bootApp({
+      adapter: 'express',
+      imports: [
+        await rateLimitModule('memory', redis, { limitSubscriptions }),
+        GraphQLModule.forRoot<ApolloDriverConfig>({
+          driver: ApolloDriver,
+          typeDefs: subscriptionTypeDefs,
+          graphiql: false,
+          subscriptions: { 'graphql-ws': true },
+        }),
+      ],
+      providers: [TicksResolver],
+    });
+    await app.listen(0, '127.0.0.1');
+    const { port } = app.getHttpServer().address() as AddressInfo;
+    client = createClient({ url: `ws://127.0.0.1:${port}/graphql`, webSocketImpl: WebSocket, retryAttempts: 0 });
+  });
+  afterAll(async () => {
+    await client?.dispose();
+    await app?.close();
+  });
+
+  /** Every result a subscription delivers until it completes. */
+  const subscribe = () =>
+    new Promise<unknown[]>((resolve, reject) => {
+      const results: unknown[] = [];
+      client.subscribe(
+        { query: 'subscription { ticks }' },
+        { next: (r) => results.push(r), error: reject, complete: () => resolve(results) },
+      );
+    });
+
+  it(limitSubscriptions ? 'limits subscribe calls like any field' : 'lets subscriptions through by default', async () => {
+    expect(await subscribe()).toEqual(TICKS);
+    expect(await subscribe()).toEqual(second);
   });
 });

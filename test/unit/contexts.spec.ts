@@ -72,6 +72,9 @@ describe('GraphQL context', () => {
     const req = { headers: {}, socket: { remoteAddress: '10.0.0.2' } };
     const call = new GraphqlRateLimitContext(context('graphql', [{}, {}, { extra: { request: req } }, info('subscription')]));
     expect(call.defaultTracker(64)).toBe('ip:10.0.0.2');
+    // Nest's Apollo driver puts graphql-ws's connection context where the request would be.
+    const nested = { req: { connectionParams: {}, extra: { request: { headers: {}, socket: { remoteAddress: '10.0.0.3' } } } } };
+    expect(new GraphqlRateLimitContext(context('graphql', [{}, {}, nested, info('subscription')])).defaultTracker(64)).toBe('ip:10.0.0.3');
     expect(() => call.setHeader('RateLimit', 'x')).not.toThrow();
     expect(call.rejected(rejection)).toBeInstanceOf(RateLimitExceededException);
     expect(new GraphqlRateLimitContext(context('graphql', [{}, {}, undefined, undefined])).defaultTracker(64)).toBe('ip:unknown');
