@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import WebSocket from 'ws';
 import { RateLimit, SkipRateLimit } from '../../lib';
-import { bootApp, rateLimitModule, SharedRedis, type StoreName } from './harness';
+import { bootApp, MATRIX, rateLimitModule, SharedRedis } from './harness';
 
 const typeDefs = /* GraphQL */ `
   type Query {
@@ -69,15 +69,19 @@ function rateLimitedError(field: string, retryAfter: number, column: number) {
   };
 }
 
-const stores: StoreName[] = ['memory', 'redis'];
+/**
+ * Apollo on Fastify hands its `context` function the request and the reply; the default context keeps only
+ * the request, so an app that wants rate-limit headers on Fastify passes the reply along.
+ */
+const fastifyContext = (req: unknown, reply: unknown) => ({ req, reply });
 
-describe.each(stores)('GraphQL (Apollo on Express) with the %s store', (store) => {
+describe.each(MATRIX)('GraphQL (Apollo on $adapter) with the $store store', ({ adapter, store }) => {
   const redis = new SharedRedis();
   let app: INestApplication;
 
   beforeAll(async () => {
     app = await bootApp({
-      adapter: 'express',
+      adapter,
       imports: [
         await rateLimitModule(store, redis),
         GraphQLModule.forRoot<ApolloDriverConfig>({
@@ -85,6 +89,7 @@ describe.each(stores)('GraphQL (Apollo on Express) with the %s store', (store) =
           typeDefs,
           graphiql: false,
           includeStacktraceInErrorResponses: false,
+          ...(adapter === 'fastify' && { context: fastifyContext }),
         }),
       ],
       providers: [AnimalsResolver],
@@ -153,6 +158,44 @@ describe.each(stores)('GraphQL (Apollo on Express) with the %s store', (store) =
       retryAfter: 60,
     });
     expect((await login('bob')).body).toEqual({ data: { login: true } });
+  });
+});
+
+describe('GraphQL (Apollo on fastify) with the default context', () => {
+  const redis = new SharedRedis();
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    app = await bootApp({
+      adapter: 'fastify',
+      imports: [
+        await rateLimitModule('memory', redis),
+        GraphQLModule.forRoot<ApolloDriverConfig>({
+          driver: ApolloDriver,
+          typeDefs,
+          graphiql: false,
+          includeStacktraceInErrorResponses: false,
+        }),
+      ],
+      providers: [AnimalsResolver],
+    });
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('still limits by the request address, but has no reply to write headers on', async () => {
+    const gql = () => request(app.getHttpServer()).post('/graphql').send({ query: '{ cats }' });
+    const responses = [await gql(), await gql(), await gql()];
+    expect(responses.map((r) => r.body)).toEqual([
+      { data: { cats: ['tom'] } },
+      { data: { cats: ['tom'] } },
+      { data: { cats: null }, errors: [rateLimitedError('cats', 60, 3)] },
+    ]);
+    for (const res of responses) {
+      expect(res.headers['ratelimit']).toBeUndefined();
+      expect(res.headers['retry-after']).toBeUndefined();
+    }
   });
 });
 
