@@ -60,6 +60,45 @@ describe('npm run build', () => {
     expect(typeof (dist.RateLimitModule as { forRootAsync?: unknown }).forRootAsync).toBe('function');
   });
 
+  test('every subpath of package.json "exports" loads from plain Node by the package name; only its own entry loads an optional peer', () => {
+    // Records every module name required, then loads one entry (a package may require itself by its name).
+    const load = (entry: string) => {
+      const script = `
+        const Module = require('node:module');
+        const requested = new Set();
+        const load = Module._load;
+        Module._load = function (request, ...rest) { requested.add(request); return load.call(this, request, ...rest); };
+        const exported = Object.keys(require(${JSON.stringify(entry)})).sort();
+        const peers = ['prom-client', '@nestjs/terminus', '@nestjs/event-emitter', 'jest', '@jest/globals'].filter((p) => requested.has(p));
+        console.log(JSON.stringify({ exported, peers }));
+      `;
+      const result = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8' });
+      expect(result.stderr).toBe('');
+      return JSON.parse(result.stdout) as { exported: string[]; peers: string[] };
+    };
+    expect(load('nestjs-redis-ratelimit').peers).toEqual([]);
+    expect(load('nestjs-redis-ratelimit/testing')).toEqual({
+      exported: [
+        'RATE_LIMIT_TEST_START',
+        'RateLimitTestClock',
+        'RateLimitTestingModule',
+        'expectNotRateLimited',
+        'expectRateLimited',
+        'readRateLimitHeaders',
+      ],
+      peers: [],
+    });
+    expect(load('nestjs-redis-ratelimit/prometheus')).toEqual({
+      exported: ['RATE_LIMIT_PROMETHEUS_OPTIONS', 'RateLimitMetrics', 'RateLimitPrometheusModule'],
+      peers: ['prom-client'],
+    });
+    expect(load('nestjs-redis-ratelimit/terminus')).toEqual({ exported: ['RateLimitHealthIndicator'], peers: ['@nestjs/terminus'] });
+    expect(load('nestjs-redis-ratelimit/event-emitter')).toEqual({
+      exported: ['RATE_LIMIT_EVENTS', 'RateLimitEventEmitterBridge', 'RateLimitEventEmitterModule'],
+      peers: ['@nestjs/event-emitter'],
+    });
+  });
+
   test('plain Node (CommonJS, no transform) loads the package by its main entry and decides from the copied scripts', () => {
     const script = `
       const pkg = require(${JSON.stringify(ROOT)});
