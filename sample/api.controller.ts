@@ -19,7 +19,7 @@ export class ApiController {
   /** Limited by the module's defaultPolicy (gcra, 60 per minute). */
   @Get()
   index() {
-    return { routes: ['/health', '/quotes', '/search', '/algorithms/<name>', 'POST /login', '/export'] };
+    return { routes: ['/health', '/quotes', '/search', '/algorithms/<name>', 'POST /login', '/export', '/metrics'] };
   }
 
   @Get('health')

@@ -1,8 +1,10 @@
 import { Module } from '@nestjs/common';
 import { RateLimitModule } from '../lib';
+import { RateLimitPrometheusModule } from '../lib/prometheus';
 import { AccountsController } from './accounts.controller';
 import { AlgorithmsController } from './algorithms.controller';
 import { ApiController } from './api.controller';
+import { MetricsController } from './metrics.controller';
 import { PartnerController } from './partner.controller';
 
 /**
@@ -19,7 +21,9 @@ import { PartnerController } from './partner.controller';
         defaultPolicy: { algorithm: 'gcra', limit: 60, window: '1m' },
       }),
     }),
+    // Counters per policy, store errors and decision latency in prom-client's global registry; GET /metrics.
+    RateLimitPrometheusModule.forRoot(),
   ],
-  controllers: [ApiController, AlgorithmsController, AccountsController, PartnerController],
+  controllers: [ApiController, AlgorithmsController, AccountsController, PartnerController, MetricsController],
 })
 export class AppModule {}

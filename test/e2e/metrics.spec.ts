@@ -4,6 +4,7 @@ import { Registry, register } from 'prom-client';
 import request from 'supertest';
 import { RateLimit, RateLimitModule, type RateLimitModuleOptions } from '../../lib';
 import { RateLimitMetrics, RateLimitPrometheusModule } from '../../lib/prometheus';
+import { AppModule } from '../../sample/app.module';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 import { ADAPTERS, bootApp, type AdapterName } from './harness';
 
@@ -246,6 +247,36 @@ describe('Prometheus metrics in the default registry', () => {
       await a.close();
       await b.close();
       await c.close();
+    }
+  });
+});
+
+describe.each(ADAPTERS)('the sample app on %s', (adapter) => {
+  const previous = process.env.REDIS_URL;
+  beforeAll(() => delete process.env.REDIS_URL);
+  afterAll(() => {
+    if (previous !== undefined) process.env.REDIS_URL = previous;
+  });
+
+  it('serves its rate-limit metrics on GET /metrics, which is never limited itself', async () => {
+    const app = await bootApp({ adapter, imports: [AppModule] });
+    try {
+      const statuses = [];
+      for (let i = 0; i < 4; i++) statuses.push((await request(app.getHttpServer()).get('/quotes')).status);
+      expect(statuses).toEqual([200, 200, 200, 429]); // anonymous callers: 3 per minute
+      for (let i = 0; i < 70; i++) expect((await request(app.getHttpServer()).get('/metrics')).status).toBe(200); // above the default 60/min
+      const scrape = await request(app.getHttpServer()).get('/metrics');
+      expect(scrape.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
+      expect(scrape.headers['ratelimit']).toBeUndefined();
+      expect(countsOf(parseExposition(scrape.text, 'rate_limit_'))).toEqual({
+        'rate_limit_allowed_total{policy="plan",reason="counter"}': 3,
+        'rate_limit_rejected_total{policy="plan",reason="counter"}': 1,
+        rate_limit_store_errors_total: 0,
+        'rate_limit_decision_duration_seconds_count{outcome="allowed"}': 3,
+        'rate_limit_decision_duration_seconds_count{outcome="rejected"}': 1,
+      });
+    } finally {
+      await app.close();
     }
   });
 });
