@@ -11,7 +11,8 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { MemoryStore, RateLimitAlgorithmRegistry, RateLimitEngine, RateLimiterService, RedisStore } from '../lib';
-import type { RateLimitAlgorithmName, RateLimitPolicy, RateLimitStore } from '../lib';
+import type { RateLimitAlgorithmName, RateLimitDecision, RateLimitPolicy, RateLimitStore } from '../lib';
+import { createStore } from '../lib/stores/create-store';
 import { benchRedis } from './support/redis';
 import { fmtMicros, fmtRate, fmtRatio, fmtRatios, heading, median, percentileSorted, table } from './support/report';
 import { selected, settings } from './support/settings';
@@ -25,6 +26,7 @@ const WINDOW_S = 60;
 const RLF = 'rlf RateLimiterRedis';
 const RLF_BLOCK = 'rlf RateLimiterRedis + inMemoryBlock';
 const RLF_MEMORY = 'rlf RateLimiterMemory';
+const BARE_STORE = 'fixed-window, bare RedisStore (no resilience, no shedding)';
 
 type Scenario = 'keys' | 'hot-allow' | 'hot-reject';
 const SCENARIOS: Record<Scenario, string> = {
@@ -101,9 +103,21 @@ function rlfDecider(limiter: RateLimiterAbstract): (key: string) => Promise<unkn
     });
 }
 
+/** Decisions answered by the store-error fallback instead of Redis (should stay 0: they would flatter us). */
+let fallbacks = 0;
+
+function countFallback(decision: RateLimitDecision): RateLimitDecision {
+  if (decision.reason === 'store-unavailable') fallbacks++;
+  return decision;
+}
+
 function variants(ours: Redis, rlfClient: Redis, incrClient: Redis): Variant[] {
   const registry = new RateLimitAlgorithmRegistry();
-  const redisStore = new RedisStore(ours, registry.all(), false);
+  // What RateLimitModule builds for a client of yours: RedisStore behind ResilientStore (deadline, fallback)
+  // and SheddingStore (hot-key shedding). A long deadline: a stalled box must not turn decisions into
+  // fallbacks that never reach Redis.
+  const redisStack = createStore({ redis: ours, storeTimeoutMs: 10_000 }, registry);
+  const bareRedisStore = new RedisStore(ours, registry.all(), false);
   const service = (store: RateLimitStore) => new RateLimiterService(new RateLimitEngine(store), registry, { prefix: 'rl' });
   const policy = (algorithm: RateLimitAlgorithmName, limit: number): RateLimitPolicy => ({ algorithm, limit, window: WINDOW_S * 1000 });
   const list: Variant[] = [
@@ -120,12 +134,20 @@ function variants(ours: Redis, rlfClient: Redis, incrClient: Redis): Variant[] {
     list.push({
       name: algorithm,
       make: (limit) => {
-        const svc = service(redisStore);
+        const svc = service(redisStack);
         const p = policy(algorithm, limit);
-        return (key) => svc.consume(p, key);
+        return (key) => svc.consume(p, key).then(countFallback);
       },
     });
   }
+  list.push({
+    name: BARE_STORE,
+    make: (limit) => {
+      const svc = service(bareRedisStore);
+      const p = policy('fixed-window', limit);
+      return (key) => svc.consume(p, key);
+    },
+  });
   list.push({ name: RLF_MEMORY, make: (points) => rlfDecider(new RateLimiterMemory({ points, duration: WINDOW_S })) });
   for (const algorithm of ['fixed-window', 'gcra'] as const) {
     list.push({
@@ -215,6 +237,7 @@ function report(list: readonly Variant[], results: Map<string, Cell[]>, id: (s: 
     const header = ['variant', ...CONCURRENCIES.map((c) => `c=${c} dec/s`), ...CONCURRENCIES.map((c) => `c=${c} p50 / p99`), 'c=64 CPU µs/dec node / redis'];
     console.log(table(header, rows));
   }
+  console.log(`\nOur variants go through the module's store stack (RedisStore + ResilientStore + SheddingStore); decisions answered by a fallback instead of Redis: ${fallbacks}.`);
   console.log('\n### Targets (per-round ratios in this run)\n');
   const targets: string[][] = [];
   for (const algorithm of ALGORITHMS) {

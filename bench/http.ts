@@ -1,26 +1,26 @@
 /**
  * HTTP overhead: a Nest endpoint on Fastify and on Express, loaded by autocannon in its own process, for
  * the bare app, our guard on the memory store and on Redis, @nestjs/throttler in memory and with
- * @nest-lab/throttler-storage-redis; allow-all and reject-all limits. Each round boots every variant
- * afresh (bench/http-app.ts), warms it up, then measures; variants are interleaved within a round and
- * compared with the bare app of the same round.
+ * @nest-lab/throttler-storage-redis; allow-all and reject-all limits. Per adapter, every variant's app runs
+ * in its own process (bench/http-app.ts) for the whole part; after one warm-up each, rounds measure every
+ * variant in turn (A B C A B C…), and each is compared with the bare app of the same round.
  *
- *   npm run bench:http   (BENCH_ROUNDS, BENCH_HTTP_SECONDS, BENCH_HTTP_WARMUP_SECONDS, BENCH_HTTP_CONNECTIONS,
+ *   npm run bench:http   (BENCH_HTTP_ROUNDS, BENCH_HTTP_SECONDS, BENCH_HTTP_WARMUP_SECONDS, BENCH_HTTP_CONNECTIONS,
  *                         BENCH_HTTP_ALGORITHM, BENCH_ONLY=bare,ours-redis,…, BENCH_HTTP_ADAPTERS=fastify,express)
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { hasLibGuard, VARIANTS, type HttpVariant, type LimitMode } from './http-app';
+import type { LoadRequest, LoadResult } from './http-load';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatios, heading, median, table } from './support/report';
 import { selected, settings } from './support/settings';
 
 const ADAPTERS = (process.env.BENCH_HTTP_ADAPTERS ?? 'fastify,express').split(',').map((s) => s.trim());
 const MODES: LimitMode[] = ['allow', 'reject'];
-const APP = join(__dirname, 'http-app.ts');
-const AUTOCANNON = require.resolve('autocannon/autocannon.js');
+const TS_NODE = ['-r', 'ts-node/register/transpile-only'];
 
 interface Load {
   rps: number;
@@ -31,9 +31,15 @@ interface Load {
   errors: number;
 }
 
+interface App {
+  variant: HttpVariant;
+  child: ChildProcess;
+  ports: Record<LimitMode, number>;
+}
+
 /** Boots one variant's app pair in a child process and resolves with its ports. */
-async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Promise<{ child: ChildProcess; ports: Record<LimitMode, number> }> {
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', APP], {
+async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Promise<App> {
+  const child = spawn(process.execPath, [...TS_NODE, join(__dirname, 'http-app.ts')], {
     env: { ...process.env, BENCH_VARIANT: variant, BENCH_ADAPTER: adapter, BENCH_REDIS_URL: redisUrl, BENCH_HTTP_ALGORITHM: settings.httpAlgorithm },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -44,7 +50,7 @@ async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Pr
       if (line.startsWith('READY ')) resolve(JSON.parse(line.slice(6)) as Record<LimitMode, number>);
     });
   });
-  return { child, ports };
+  return { variant, child, ports };
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -56,16 +62,20 @@ async function stop(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-/** autocannon in its own process, JSON out. */
-async function load(port: number, seconds: number): Promise<Load> {
-  const child = spawn(process.execPath, [AUTOCANNON, '-c', String(settings.httpConnections), '-d', String(seconds), '-j', `http://127.0.0.1:${port}/`], {
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
-  let out = '';
-  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const r = JSON.parse(out) as { requests: { average: number; total: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.requests.total ? r.non2xx / r.requests.total : 0, errors: r.errors };
+/** The load generator process (bench/http-load.ts), kept for the whole part. */
+function loadGenerator(): { load(port: number, seconds: number): Promise<Load>; child: ChildProcess } {
+  const child = fork(join(__dirname, 'http-load.ts'), [], { execArgv: TS_NODE, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const load = (port: number, seconds: number) =>
+    new Promise<Load>((resolve, reject) => {
+      child.once('message', (message: { result?: LoadResult; error?: string }) => {
+        if (!message.result) return reject(new Error(`autocannon: ${message.error}`));
+        const r = message.result;
+        resolve({ rps: r.rps, p50: r.p50, p99: r.p99, non2xx: r.total ? r.non2xx / r.total : 0, errors: r.errors });
+      });
+      const request: LoadRequest = { url: `http://127.0.0.1:${port}/`, seconds, connections: settings.httpConnections };
+      child.send(request);
+    });
+  return { load, child };
 }
 
 async function main(): Promise<void> {
@@ -76,28 +86,27 @@ async function main(): Promise<void> {
   const redisUrl = `redis://127.0.0.1:${redis.port}`;
   const results = new Map<string, Load[]>();
   const id = (adapter: string, variant: HttpVariant, mode: LimitMode) => `${adapter}|${variant}|${mode}`;
-  const children = new Set<ChildProcess>();
+  const generator = loadGenerator();
+  const apps: App[] = [];
   try {
-    for (let round = 0; round < settings.rounds; round++) {
-      for (const adapter of ADAPTERS) {
-        for (const variant of variants) {
-          await admin.flushall();
-          const { child, ports } = await boot(variant, adapter, redisUrl);
-          children.add(child);
-          // The bare app has no limit: one measurement serves both columns.
-          for (const mode of variant === 'bare' ? (['allow'] as const) : MODES) {
-            await load(ports[mode], settings.httpWarmupSeconds);
-            const result = await load(ports[mode], settings.httpSeconds);
-            results.set(id(adapter, variant, mode), [...(results.get(id(adapter, variant, mode)) ?? []), result]);
-          }
-          await stop(child);
-          children.delete(child);
+    await admin.flushall();
+    for (const adapter of ADAPTERS) {
+      for (const variant of variants) apps.push(await boot(variant, adapter, redisUrl));
+      // The bare app has no limit: one measurement serves both columns.
+      const cells = apps.flatMap((app) => (app.variant === 'bare' ? (['allow'] as const) : MODES).map((mode) => ({ app, mode })));
+      for (const { app, mode } of cells) await generator.load(app.ports[mode], settings.httpWarmupSeconds);
+      for (let round = 0; round < settings.httpRounds; round++) {
+        for (const { app, mode } of cells) {
+          const result = await generator.load(app.ports[mode], settings.httpSeconds);
+          results.set(id(adapter, app.variant, mode), [...(results.get(id(adapter, app.variant, mode)) ?? []), result]);
         }
+        process.stderr.write(`http ${adapter}: round ${round + 1}/${settings.httpRounds} done\n`);
       }
-      process.stderr.write(`http: round ${round + 1}/${settings.rounds} done\n`);
+      for (const app of apps.splice(0)) await stop(app.child);
     }
   } finally {
-    for (const child of children) await stop(child);
+    for (const app of apps) await stop(app.child);
+    await stop(generator.child);
     admin.disconnect();
     await redis.stop();
   }
@@ -106,7 +115,8 @@ async function main(): Promise<void> {
 
 function report(variants: readonly HttpVariant[], results: Map<string, Load[]>, id: (a: string, v: HttpVariant, m: LimitMode) => string, guard: boolean): void {
   heading('HTTP: Nest endpoint + guard, autocannon in a separate process', {
-    rounds: settings.rounds,
+    rounds: settings.httpRounds,
+    apps: 'one process per variant and adapter, kept for all rounds',
     seconds: settings.httpSeconds,
     warmup: settings.httpWarmupSeconds,
     connections: settings.httpConnections,

@@ -1,11 +1,15 @@
+import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import { Module } from '@nestjs/common';
+import { GraphQLModule } from '@nestjs/graphql';
 import { RateLimitModule } from '../lib';
 import { RateLimitPrometheusModule } from '../lib/prometheus';
 import { AccountsController } from './accounts.controller';
 import { AlgorithmsController } from './algorithms.controller';
 import { ApiController } from './api.controller';
 import { MetricsController } from './metrics.controller';
+import { ChatGateway } from './chat.gateway';
 import { PartnerController } from './partner.controller';
+import { QuotesResolver } from './quotes.resolver';
 
 /**
  * The sample app. Options come from a factory, as they would from a ConfigService: Redis when REDIS_URL
@@ -23,7 +27,10 @@ import { PartnerController } from './partner.controller';
     }),
     // Counters per policy, store errors and decision latency in prom-client's global registry; GET /metrics.
     RateLimitPrometheusModule.forRoot(),
+    // POST /graphql; the schema is generated from QuotesResolver.
+    GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true }),
   ],
   controllers: [ApiController, AlgorithmsController, AccountsController, PartnerController, MetricsController],
+  providers: [QuotesResolver, ChatGateway],
 })
 export class AppModule {}

@@ -2,8 +2,9 @@
  * Every knob of the suite is an environment variable, so a part can be run alone, short or long:
  *   BENCH_QUICK=1           shorter everything (smoke run, ~3 minutes for the whole suite)
  *   BENCH_ROUNDS            interleaved rounds per part (default 3)
- *   BENCH_DECISION_MS       duration of one decisions/s cell (default 600)
- *   BENCH_HTTP_SECONDS      autocannon duration per HTTP cell (default 3), BENCH_HTTP_WARMUP_SECONDS (default 1)
+ *   BENCH_DECISION_MS       duration of one decisions/s cell (default 400)
+ *   BENCH_HTTP_ROUNDS       interleaved HTTP rounds (default 5); BENCH_HTTP_SECONDS per sample (default 2);
+ *                           BENCH_HTTP_WARMUP_SECONDS once per app before the rounds (default 1)
  *   BENCH_HTTP_CONNECTIONS  autocannon connections (default 64)
  *   BENCH_HTTP_ALGORITHM    algorithm of our guard in the HTTP part (default fixed-window)
  *   BENCH_ONLY              comma-separated variant names to keep (decisions and HTTP parts)
@@ -22,8 +23,10 @@ function num(name: string, fallback: number): number {
 export const settings = {
   quick,
   rounds: num('BENCH_ROUNDS', quick ? 2 : 3),
-  decisionMs: num('BENCH_DECISION_MS', quick ? 300 : 600),
-  httpSeconds: num('BENCH_HTTP_SECONDS', quick ? 2 : 3),
+  /** HTTP samples are short, so it takes more rounds. */
+  httpRounds: num('BENCH_HTTP_ROUNDS', quick ? 2 : 5),
+  decisionMs: num('BENCH_DECISION_MS', quick ? 250 : 400),
+  httpSeconds: num('BENCH_HTTP_SECONDS', 2),
   httpWarmupSeconds: num('BENCH_HTTP_WARMUP_SECONDS', 1),
   httpConnections: num('BENCH_HTTP_CONNECTIONS', 64),
   httpAlgorithm: process.env.BENCH_HTTP_ALGORITHM ?? 'fixed-window',
