@@ -6,8 +6,8 @@ import { RateLimitPrometheusModule } from '../lib/prometheus';
 import { AccountsController } from './accounts.controller';
 import { AlgorithmsController } from './algorithms.controller';
 import { ApiController } from './api.controller';
-import { MetricsController } from './metrics.controller';
 import { ChatGateway } from './chat.gateway';
+import { MetricsController } from './metrics.controller';
 import { PartnerController } from './partner.controller';
 import { QuotesResolver } from './quotes.resolver';
 
