@@ -4,13 +4,19 @@ import { join } from 'node:path';
 import { ExecutionContextHost } from '@nestjs/core/internal';
 import { RpcException } from '@nestjs/microservices';
 import { WsException } from '@nestjs/websockets';
-import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../../lib';
+import {
+  RateLimitConfigError,
+  RateLimitExceededException,
+  RateLimitStoreUnavailableException,
+  type RateLimitModuleOptions,
+} from '../../lib';
 import { RateLimitContexts } from '../../lib/contexts/create-context';
 import { GraphqlRateLimitContext } from '../../lib/contexts/graphql.context';
 import { HttpRateLimitContext } from '../../lib/contexts/http.context';
 import { RpcRateLimitContext } from '../../lib/contexts/rpc.context';
 import { WsRateLimitContext } from '../../lib/contexts/ws.context';
 import { resolveTracker } from '../../lib/http/tracker';
+import { validateModuleOptions } from '../../lib/utils/validate-options';
 
 class MathController {
   sum() {}
@@ -170,6 +176,33 @@ describe('RateLimitContexts', () => {
     ]);
     const some = new RateLimitContexts({ contexts: ['graphql', 'rpc'] });
     expect(['http', 'graphql', 'ws', 'rpc'].map((t) => some.limited(context(t, [])))).toEqual([null, 'graphql', null, 'rpc']);
+  });
+});
+
+describe('module options contexts and limitSubscriptions', () => {
+  it.each([
+    [
+      { contexts: [] },
+      `contexts: [] must be a non-empty array of 'http', 'graphql', 'ws', 'rpc' (registerGuard: false turns the guard off).`,
+    ],
+    [
+      { contexts: ['http', 'grpc'] },
+      `contexts: ["http","grpc"] must be a non-empty array of 'http', 'graphql', 'ws', 'rpc' (registerGuard: false turns the guard off).`,
+    ],
+    [
+      { contexts: 'http' },
+      `contexts: "http" must be a non-empty array of 'http', 'graphql', 'ws', 'rpc' (registerGuard: false turns the guard off).`,
+    ],
+    [{ limitSubscriptions: 'yes' }, 'limitSubscriptions: "yes" must be true or false.'],
+  ])('rejects %j at bootstrap, naming the field, the value and what is allowed', (options, message) => {
+    expect(() => validateModuleOptions(options as unknown as RateLimitModuleOptions)).toThrow(
+      new RateLimitConfigError(`RateLimitModule options: ${message}`),
+    );
+  });
+
+  it('accepts any non-empty subset of the four kinds, and a boolean limitSubscriptions', () => {
+    expect(() => validateModuleOptions({ contexts: ['rpc'], limitSubscriptions: true })).not.toThrow();
+    expect(() => validateModuleOptions({ contexts: ['http', 'graphql', 'ws', 'rpc'], limitSubscriptions: false })).not.toThrow();
   });
 });
 
