@@ -74,3 +74,30 @@ describe.each(stores)('TCP microservice with the %s store', (store) => {
     expect(await send('health', {})).toBe('ok');
   });
 });
+
+describe("TCP microservice with contexts: ['http']", () => {
+  const redis = new SharedRedis();
+  let service: INestMicroservice;
+  let client: ClientProxy;
+
+  beforeAll(async () => {
+    const port = await freePort();
+    const moduleRef = await Test.createTestingModule({
+      imports: [await rateLimitModule('memory', redis, { contexts: ['http'] })],
+      controllers: [MathController],
+    }).compile();
+    service = moduleRef.createNestMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port }, logger: false });
+    await service.listen();
+    client = ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
+    await client.connect();
+  });
+  afterAll(async () => {
+    await client?.close();
+    await service?.close();
+  });
+
+  it('leaves messages alone', async () => {
+    const replies = await Promise.all([1, 2, 3, 4, 5].map((n) => lastValueFrom(client.send<number>({ cmd: 'sum' }, [n, n]))));
+    expect(replies).toEqual([2, 4, 6, 8, 10]);
+  });
+});
