@@ -56,6 +56,11 @@ export class LruMap<V> {
     return this.oldestNode?.key;
   }
 
+  /** Every entry, least recently used first. */
+  *[Symbol.iterator](): Generator<[string, V]> {
+    yield* this.oldestFirst(Infinity);
+  }
+
   /** Up to `count` entries, least recently used first (safe to delete the yielded key while iterating). */
   *oldestFirst(count: number): Generator<[string, V]> {
     let node = this.oldestNode;

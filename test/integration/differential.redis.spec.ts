@@ -154,7 +154,7 @@ async function replay(events: readonly TraceEvent[], chosen: readonly number[]):
     else last = await memory.decide(event.calls, event.kind);
   }
   // Test-only peek at the private map: the state is all that matters for what the store decides next.
-  const entries = (memory as unknown as { entries: Map<string, unknown> }).entries;
+  const entries = (memory as unknown as { entries: Iterable<[string, unknown]> }).entries;
   return { last, state: JSON.stringify([...entries].sort(([a], [b]) => (a < b ? -1 : 1))) };
 }
 
