@@ -62,7 +62,9 @@ export class RateLimitEngine {
     const started = performance.now();
     const calls = this.calls(trackerPrefix, requests);
     const shadow = requests.map((r) => this.isShadow(r.compiled));
-    const result = shadow.some(Boolean) ? await this.decideSplit(requests, calls, shadow, mode) : this.toEngineDecision(requests, calls, await this.store.decide(calls, mode));
+    const result = shadow.some(Boolean)
+      ? await this.decideSplit(requests, calls, shadow, mode)
+      : this.toEngineDecision(requests, calls, await this.store.decide(calls, mode));
     this.options.hooks?.decision?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
     return result;
   }
@@ -76,7 +78,12 @@ export class RateLimitEngine {
     return compiled.policy.mode === undefined ? this.options.mode === 'shadow' : compiled.shadow;
   }
 
-  private async decideSplit(requests: readonly PolicyRequest[], calls: RateLimitCall[], shadow: boolean[], mode: DecisionMode): Promise<EngineDecision> {
+  private async decideSplit(
+    requests: readonly PolicyRequest[],
+    calls: RateLimitCall[],
+    shadow: boolean[],
+    mode: DecisionMode,
+  ): Promise<EngineDecision> {
     const pick = <T>(items: readonly T[], wanted: boolean) => items.filter((_, i) => shadow[i] === wanted);
     const [enforced, shadowed] = await Promise.all(
       [false, true].map(async (wanted) => {

@@ -23,7 +23,13 @@ export function decideBucket(debt: number, { limit, windowMs, burst }: Algorithm
   const need = cost * windowMs;
   if (debt + need <= capacity) {
     const after = debt + need;
-    return { allowed: true, remaining: Math.floor((capacity - after) / windowMs), resetMs: ceilDiv(after, limit), retryAfterMs: 0, debt: after };
+    return {
+      allowed: true,
+      remaining: Math.floor((capacity - after) / windowMs),
+      resetMs: ceilDiv(after, limit),
+      retryAfterMs: 0,
+      debt: after,
+    };
   }
   return {
     allowed: false,

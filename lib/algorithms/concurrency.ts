@@ -17,7 +17,13 @@ export class ConcurrencyAlgorithm implements RateLimitAlgorithm<ConcurrencyState
   readonly usesBurst = false;
   readonly lua = readFileSync(join(__dirname, 'concurrency.lua'), 'utf8');
 
-  check(state: ConcurrencyState | undefined, { limit, windowMs }: AlgorithmParams, cost: number, now: number, token: string): AlgorithmVerdict<ConcurrencyState> {
+  check(
+    state: ConcurrencyState | undefined,
+    { limit, windowMs }: AlgorithmParams,
+    cost: number,
+    now: number,
+    token: string,
+  ): AlgorithmVerdict<ConcurrencyState> {
     const leases = live(state, now);
     const n = leases.length;
     const latest = n > 0 ? leases[n - 1].expiresAt - now : 0;

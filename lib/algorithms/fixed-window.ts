@@ -20,13 +20,26 @@ export class FixedWindowAlgorithm implements RateLimitAlgorithm<FixedWindowState
   readonly usesBurst = false;
   readonly lua = readFileSync(join(__dirname, 'fixed-window.lua'), 'utf8');
 
-  check(state: FixedWindowState | undefined, { limit, windowMs }: AlgorithmParams, cost: number, now: number): AlgorithmVerdict<FixedWindowState> {
+  check(
+    state: FixedWindowState | undefined,
+    { limit, windowMs }: AlgorithmParams,
+    cost: number,
+    now: number,
+  ): AlgorithmVerdict<FixedWindowState> {
     const id = Math.floor(now / windowMs);
     const n = state?.w === id ? state.n : 0;
     const ends = (id + 1) * windowMs - now;
     if (n + cost <= limit) {
       const reset = n + cost > 0 ? ends : 0;
-      return { allowed: true, remaining: limit - n - cost, resetMs: reset, retryAfterMs: 0, delayMs: 0, next: { w: id, n: n + cost }, ttlMs: n + cost > 0 ? ends : 0 };
+      return {
+        allowed: true,
+        remaining: limit - n - cost,
+        resetMs: reset,
+        retryAfterMs: 0,
+        delayMs: 0,
+        next: { w: id, n: n + cost },
+        ttlMs: n + cost > 0 ? ends : 0,
+      };
     }
     return { allowed: false, remaining: limit - n, resetMs: n > 0 ? ends : 0, retryAfterMs: ends, delayMs: 0, next: undefined, ttlMs: 0 };
   }

@@ -16,7 +16,12 @@ export class SlidingLogAlgorithm implements RateLimitAlgorithm<SlidingLogState> 
   readonly usesBurst = false;
   readonly lua = readFileSync(join(__dirname, 'sliding-log.lua'), 'utf8');
 
-  check(state: SlidingLogState | undefined, { limit, windowMs }: AlgorithmParams, cost: number, now: number): AlgorithmVerdict<SlidingLogState> {
+  check(
+    state: SlidingLogState | undefined,
+    { limit, windowMs }: AlgorithmParams,
+    cost: number,
+    now: number,
+  ): AlgorithmVerdict<SlidingLogState> {
     const log = trim(state, windowMs, now);
     const n = log.length;
     if (n + cost <= limit) {

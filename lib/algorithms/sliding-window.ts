@@ -21,14 +21,27 @@ export class SlidingWindowAlgorithm implements RateLimitAlgorithm<SlidingWindowS
   readonly usesBurst = false;
   readonly lua = readFileSync(join(__dirname, 'sliding-window.lua'), 'utf8');
 
-  check(state: SlidingWindowState | undefined, { limit, windowMs: w }: AlgorithmParams, cost: number, now: number): AlgorithmVerdict<SlidingWindowState> {
+  check(
+    state: SlidingWindowState | undefined,
+    { limit, windowMs: w }: AlgorithmParams,
+    cost: number,
+    now: number,
+  ): AlgorithmVerdict<SlidingWindowState> {
     const { id, cur, prev } = countsOf(state, w, now);
     const e = now - id * w;
     const used = prev * (w - e) + cur * w;
     if (used + cost * w <= limit * w) {
       const resetMs = resetOf(id, cur + cost, prev, w, now);
       const next = { w: id, c: cur + cost, p: prev };
-      return { allowed: true, remaining: Math.floor((limit * w - used - cost * w) / w), resetMs, retryAfterMs: 0, delayMs: 0, next, ttlMs: resetMs };
+      return {
+        allowed: true,
+        remaining: Math.floor((limit * w - used - cost * w) / w),
+        resetMs,
+        retryAfterMs: 0,
+        delayMs: 0,
+        next,
+        ttlMs: resetMs,
+      };
     }
     return {
       allowed: false,

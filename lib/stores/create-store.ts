@@ -26,7 +26,9 @@ export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
 export function createStore(options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, clock?: RateLimitClock): RateLimitStore {
   const { redis } = options;
   if (redis === undefined) return new MemoryStore({ maxKeys: options.memory?.maxKeys, clock });
-  const redisStore = isClient(redis) ? new RedisStore(redis, registry.all(), false) : new RedisStore(createClient(redis, options), registry.all(), true);
+  const redisStore = isClient(redis)
+    ? new RedisStore(redis, registry.all(), false)
+    : new RedisStore(createClient(redis, options), registry.all(), true);
   const resilient = new ResilientStore(redisStore, {
     timeoutMs: options.storeTimeoutMs ?? 100,
     insuranceShare: options.insuranceShare ?? 1,

@@ -20,7 +20,21 @@ export interface CompiledPolicy {
   readonly staticCost: number | undefined;
 }
 
-const KNOWN_FIELDS = new Set(['algorithm', 'limit', 'window', 'name', 'cost', 'burst', 'by', 'blockFor', 'scope', 'countOnly', 'mode', 'delay', 'onStoreError']);
+const KNOWN_FIELDS = new Set([
+  'algorithm',
+  'limit',
+  'window',
+  'name',
+  'cost',
+  'burst',
+  'by',
+  'blockFor',
+  'scope',
+  'countOnly',
+  'mode',
+  'delay',
+  'onStoreError',
+]);
 const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Largest limit × window (ms) the integer arithmetic stays exact for, in Lua and in JavaScript. */
 const MAX_SCALED = 2 ** 50;
@@ -29,9 +43,15 @@ const MAX_SCALED = 2 ** 50;
  * Validates a policy and precomputes what it can. `where` prefixes error messages (for example
  * `@RateLimit on CatsController.find`), `scopeKey` is the counter's scope when the policy has no `scope`.
  */
-export function compilePolicy(policy: RateLimitPolicy, registry: RateLimitAlgorithmRegistry, where: string, scopeKey: string): CompiledPolicy {
+export function compilePolicy(
+  policy: RateLimitPolicy,
+  registry: RateLimitAlgorithmRegistry,
+  where: string,
+  scopeKey: string,
+): CompiledPolicy {
   const fail = (message: string) => new RateLimitConfigError(`${where}: ${message}`);
-  if (policy === null || typeof policy !== 'object') throw fail(`a policy must be an object such as { algorithm: 'fixed-window', limit: 100, window: '1m' }, got ${describeValue(policy)}.`);
+  if (policy === null || typeof policy !== 'object')
+    throw fail(`a policy must be an object such as { algorithm: 'fixed-window', limit: 100, window: '1m' }, got ${describeValue(policy)}.`);
   for (const field of Object.keys(policy)) {
     if (!KNOWN_FIELDS.has(field)) throw fail(`unknown policy field '${field}'; known fields are ${[...KNOWN_FIELDS].join(', ')}.`);
   }
@@ -42,7 +62,8 @@ export function compilePolicy(policy: RateLimitPolicy, registry: RateLimitAlgori
     throw fail((error as Error).message);
   }
   const name = policy.name ?? 'default';
-  if (typeof name !== 'string' || !NAME_PATTERN.test(name)) throw fail(`name: ${describeValue(name)} must be 1-64 characters of A-Z a-z 0-9 _ . -`);
+  if (typeof name !== 'string' || !NAME_PATTERN.test(name))
+    throw fail(`name: ${describeValue(name)} must be 1-64 characters of A-Z a-z 0-9 _ . -`);
   if (policy.scope !== undefined && (typeof policy.scope !== 'string' || !NAME_PATTERN.test(policy.scope))) {
     throw fail(`scope: ${describeValue(policy.scope)} must be 1-64 characters of A-Z a-z 0-9 _ . -`);
   }
@@ -58,8 +79,10 @@ export function compilePolicy(policy: RateLimitPolicy, registry: RateLimitAlgori
   oneOf(policy.countOnly, ['failed', 'succeeded'], at('countOnly'));
   oneOf(policy.mode, ['enforce', 'shadow'], at('mode'));
   oneOf(policy.onStoreError, ['fail-open', 'fail-closed', 'insurance'], at('onStoreError'));
-  if (policy.delay !== undefined && typeof policy.delay !== 'boolean') throw fail(`delay: ${describeValue(policy.delay)} must be true or false.`);
-  if (policy.countOnly && algorithm.name === 'concurrency') throw fail(`countOnly cannot be combined with 'concurrency': a lease is always given back when the work ends.`);
+  if (policy.delay !== undefined && typeof policy.delay !== 'boolean')
+    throw fail(`delay: ${describeValue(policy.delay)} must be true or false.`);
+  if (policy.countOnly && algorithm.name === 'concurrency')
+    throw fail(`countOnly cannot be combined with 'concurrency': a lease is always given back when the work ends.`);
 
   const compiled: CompiledPolicy = {
     policy,
@@ -84,7 +107,9 @@ export function resolveParams(compiled: CompiledPolicy, limit: number, window: D
   const burst = compiled.policy.burst ?? limit;
   const scaled = Math.max(limit, burst) * windowMs;
   if (scaled > MAX_SCALED) {
-    throw new RateLimitConfigError(`${where}: limit × window is too large (${limit} × ${windowMs} ms); keep it at most 2^50, for example by using a shorter window with a proportionally smaller limit.`);
+    throw new RateLimitConfigError(
+      `${where}: limit × window is too large (${limit} × ${windowMs} ms); keep it at most 2^50, for example by using a shorter window with a proportionally smaller limit.`,
+    );
   }
   return { limit, windowMs, burst };
 }
@@ -109,4 +134,3 @@ function oneOf(value: unknown, allowed: readonly string[], field: string): void 
     throw new RateLimitConfigError(`${field}: ${describeValue(value)} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}.`);
   }
 }
-

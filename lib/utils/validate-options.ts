@@ -3,8 +3,23 @@ import type { RateLimitModuleOptions } from '../interfaces/module-options.interf
 import { describeValue } from './describe-value';
 
 const KNOWN_OPTIONS = new Set([
-  'redis', 'prefix', 'defaultPolicy', 'headers', 'onStoreError', 'storeTimeoutMs', 'registerGuard', 'mode', 'memory', 'ipv6Subnet', 'errorMessage',
-  'insuranceShare', 'hotKeyShedding', 'storeErrorLogIntervalMs', 'hooks', 'contexts', 'limitSubscriptions',
+  'redis',
+  'prefix',
+  'defaultPolicy',
+  'headers',
+  'onStoreError',
+  'storeTimeoutMs',
+  'registerGuard',
+  'mode',
+  'memory',
+  'ipv6Subnet',
+  'errorMessage',
+  'insuranceShare',
+  'hotKeyShedding',
+  'storeErrorLogIntervalMs',
+  'hooks',
+  'contexts',
+  'limitSubscriptions',
 ]);
 const CONTEXT_TYPES = ['http', 'graphql', 'ws', 'rpc'];
 
@@ -16,7 +31,9 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   }
   const { prefix, headers, onStoreError, storeTimeoutMs, mode, ipv6Subnet, memory, redis } = options;
   if (prefix !== undefined && (typeof prefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix))) {
-    throw fail(`prefix: ${describeValue(prefix)} must be 1-64 characters of A-Z a-z 0-9 _ . : - (no braces: they would change the cluster hash tag).`);
+    throw fail(
+      `prefix: ${describeValue(prefix)} must be 1-64 characters of A-Z a-z 0-9 _ . : - (no braces: they would change the cluster hash tag).`,
+    );
   }
   oneOf('headers', headers, ['ietf', 'legacy', 'both', 'none']);
   oneOf('onStoreError', onStoreError, ['fail-open', 'fail-closed', 'insurance']);
@@ -24,7 +41,14 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   if (insuranceShare !== undefined && !(typeof insuranceShare === 'number' && insuranceShare > 0 && insuranceShare <= 1)) {
     throw fail(`insuranceShare: ${describeValue(insuranceShare)} must be a number in (0, 1], for example 1 / the number of instances.`);
   }
-  if (hotKeyShedding !== undefined && hotKeyShedding !== false && !(typeof hotKeyShedding === 'object' && (hotKeyShedding.maxKeys === undefined || (Number.isInteger(hotKeyShedding.maxKeys) && hotKeyShedding.maxKeys > 0)))) {
+  if (
+    hotKeyShedding !== undefined &&
+    hotKeyShedding !== false &&
+    !(
+      typeof hotKeyShedding === 'object' &&
+      (hotKeyShedding.maxKeys === undefined || (Number.isInteger(hotKeyShedding.maxKeys) && hotKeyShedding.maxKeys > 0))
+    )
+  ) {
     throw fail(`hotKeyShedding: ${describeValue(hotKeyShedding)} must be false or { maxKeys: <whole number ≥ 1> }.`);
   }
   if (storeErrorLogIntervalMs !== undefined && !(Number.isInteger(storeErrorLogIntervalMs) && storeErrorLogIntervalMs >= 0)) {

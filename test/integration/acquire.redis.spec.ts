@@ -29,7 +29,9 @@ async function grantsFromWorkers(algorithm: string): Promise<number[]> {
     }),
   );
   const outputs = await Promise.all(workers);
-  return outputs.flatMap(({ stdout }) => (JSON.parse(stdout.trim().split('\n').pop()!) as { grants: number[] }).grants).sort((a, b) => a - b);
+  return outputs
+    .flatMap(({ stdout }) => (JSON.parse(stdout.trim().split('\n').pop()!) as { grants: number[] }).grants)
+    .sort((a, b) => a - b);
 }
 
 describe('acquire: processes sharing one partner quota through Redis', () => {
