@@ -1,5 +1,6 @@
 import { Inject, Logger, Module, type CanActivate, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_GUARD, DiscoveryModule } from '@nestjs/core';
+import { ALGORITHM_CLASSES, type RateLimitAlgorithm } from './algorithms';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitEvents } from './events/rate-limit-events';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
@@ -26,7 +27,13 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
 @Module({
   imports: [DiscoveryModule],
   providers: [
-    { provide: RateLimitAlgorithmRegistry, useFactory: () => new RateLimitAlgorithmRegistry() },
+    // One injectable strategy per algorithm, looked up by name through the registry.
+    ...ALGORITHM_CLASSES,
+    {
+      provide: RateLimitAlgorithmRegistry,
+      inject: [...ALGORITHM_CLASSES],
+      useFactory: (...algorithms: RateLimitAlgorithm[]) => new RateLimitAlgorithmRegistry(algorithms),
+    },
     // The options' hooks are called by the bus, which the store and the engine publish to.
     {
       provide: RateLimitEvents,
@@ -71,6 +78,7 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
     RATE_LIMIT_STORE,
     RATE_LIMIT_OPTIONS,
     RateLimitAlgorithmRegistry,
+    ...ALGORITHM_CLASSES,
     RateLimitRouteRegistry,
     RateLimitHolds,
     RateLimitGuard,

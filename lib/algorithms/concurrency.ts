@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
@@ -9,6 +10,7 @@ export type ConcurrencyState = Array<{ member: string; expiresAt: number }>;
  * `concurrency`: at most `limit` leases held at once. A lease is released when the work ends, or expires
  * after `window` if its holder died.
  */
+@Injectable()
 export class ConcurrencyAlgorithm implements RateLimitAlgorithm<ConcurrencyState> {
   readonly name = 'concurrency';
   readonly id = 7;

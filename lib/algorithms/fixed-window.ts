@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
@@ -12,6 +13,7 @@ export interface FixedWindowState {
  * `fixed-window`: at most `limit` units per aligned window `floor(now / window)`. Cheapest and easiest to
  * explain; a client can spend up to 2×limit across a window boundary.
  */
+@Injectable()
 export class FixedWindowAlgorithm implements RateLimitAlgorithm<FixedWindowState> {
   readonly name = 'fixed-window';
   readonly id = 1;

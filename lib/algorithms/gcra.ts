@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ceilDiv } from '../utils/math';
@@ -19,6 +20,7 @@ export interface GcraState {
  * `gcra`: the generic cell rate algorithm, one timestamp per key. Same decisions as `token-bucket` with the
  * same limit, window and burst, in less state.
  */
+@Injectable()
 export class GcraAlgorithm implements RateLimitAlgorithm<GcraState> {
   readonly name = 'gcra';
   readonly id = 5;

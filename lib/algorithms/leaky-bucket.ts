@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ceilDiv } from '../utils/math';
@@ -15,6 +16,7 @@ export interface LeakyBucketState {
  * `leaky-bucket`: a queue of up to `burst` units draining at `limit / window`. An admitted request gets
  * `delayMs`, the time until its turn at the constant rate, so traffic leaves evenly spaced (shaping).
  */
+@Injectable()
 export class LeakyBucketAlgorithm implements RateLimitAlgorithm<LeakyBucketState> {
   readonly name = 'leaky-bucket';
   readonly id = 6;

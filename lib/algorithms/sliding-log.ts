@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
@@ -8,6 +9,7 @@ export type SlidingLogState = number[];
 /**
  * `sliding-log`: exact sliding window. One entry per unit taken; memory grows with the limit.
  */
+@Injectable()
 export class SlidingLogAlgorithm implements RateLimitAlgorithm<SlidingLogState> {
   readonly name = 'sliding-log';
   readonly id = 3;

@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
@@ -13,6 +14,7 @@ export interface SlidingWindowState {
  * `sliding-window`: Cloudflare's approximation of a sliding window from two counters; O(1) memory, no
  * boundary burst, slightly generous or strict depending on how traffic was spread in the previous window.
  */
+@Injectable()
 export class SlidingWindowAlgorithm implements RateLimitAlgorithm<SlidingWindowState> {
   readonly name = 'sliding-window';
   readonly id = 2;

@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ceilDiv } from '../utils/math';
@@ -15,6 +16,7 @@ export interface TokenBucketState {
  * `token-bucket`: starts full with `burst` tokens and refills continuously at `limit / window`; a request
  * takes `cost` tokens. Same decisions as `gcra` with the same limit, window and burst.
  */
+@Injectable()
 export class TokenBucketAlgorithm implements RateLimitAlgorithm<TokenBucketState> {
   readonly name = 'token-bucket';
   readonly id = 4;
