@@ -19,7 +19,20 @@ export class ApiController {
   /** Limited by the module's defaultPolicy (gcra, 60 per minute). */
   @Get()
   index() {
-    return { routes: ['/health', '/quotes', '/search', '/algorithms/<name>', 'POST /login', '/export', '/metrics'] };
+    return {
+      routes: [
+        '/health',
+        '/quotes',
+        '/search',
+        '/algorithms/<name>',
+        'POST /login',
+        '/export',
+        '/outbound/quotes?n=10',
+        'POST /graphql',
+        'socket.io: chat',
+        '/metrics',
+      ],
+    };
   }
 
   @Get('health')
