@@ -74,7 +74,8 @@ export class RateLimitEngine {
     await this.store.refund(calls);
   }
 
-  private isShadow(compiled: CompiledPolicy): boolean {
+  /** Whether a policy only reports (its own `mode` wins over the module's). */
+  isShadow(compiled: CompiledPolicy): boolean {
     return compiled.policy.mode === undefined ? this.options.mode === 'shadow' : compiled.shadow;
   }
 

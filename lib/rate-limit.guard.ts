@@ -11,7 +11,6 @@ import { decideRoute, type RouteOutcome } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import type { RateLimitCall } from './stores/store.interface';
-import type { CompiledPolicy } from './utils/compile-policy';
 
 /** Store warnings on the request path are logged at most this often. */
 const WARN_INTERVAL_MS = 10_000;
@@ -93,14 +92,9 @@ export class RateLimitGuard implements CanActivate {
   private async shape(plan: RoutePlan, decisions: RateLimitDecision[]): Promise<void> {
     let delayMs = 0;
     decisions.forEach((d, i) => {
-      if (!this.isShadow(plan.policies[i].compiled) && d.delayMs !== undefined && d.delayMs > delayMs) delayMs = d.delayMs;
+      if (!this.engine.isShadow(plan.policies[i].compiled) && d.delayMs !== undefined && d.delayMs > delayMs) delayMs = d.delayMs;
     });
     if (delayMs > 0) await this.holds.hold(delayMs);
-  }
-
-  /** A policy's own `mode` wins over the module's, as in the engine. */
-  private isShadow(compiled: CompiledPolicy): boolean {
-    return compiled.policy.mode === undefined ? this.options.mode === 'shadow' : compiled.shadow;
   }
 
   private reportShadow(plan: RoutePlan, outcome: RouteOutcome): void {
