@@ -44,17 +44,44 @@ interface Case {
 /** ARGV per algorithms/decide.lua: mode, n, then per policy: id, cost, limit, window ms, burst, blockFor, token. */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
   const base = `rl:{${tracker}}:svc:default:`;
-  return (sha) => ['EVALSHA', sha, '2', base + algorithm.keyTag, `${base}b`, 'c', '1', String(algorithm.id), '1', String(limit), String(WINDOW_MS), String(limit), '0', ''];
+  return (sha) => [
+    'EVALSHA',
+    sha,
+    '2',
+    base + algorithm.keyTag,
+    `${base}b`,
+    'c',
+    '1',
+    String(algorithm.id),
+    '1',
+    String(limit),
+    String(WINDOW_MS),
+    String(limit),
+    '0',
+    '',
+  ];
 }
 
 function cases(algorithms: readonly RateLimitAlgorithm[]): Case[] {
   const list: Case[] = [
     { name: 'INCR (baseline)', scenario: 'keys', args: () => ['INCR', 'incr:{__rand_int__}'] },
-    { name: 'rate-limiter-flexible script', scenario: 'keys', script: RLF_SCRIPT, args: (sha) => ['EVALSHA', sha, '1', 'rlflx:{__rand_int__}', '1', '60', String(BIG), '60'] },
+    {
+      name: 'rate-limiter-flexible script',
+      scenario: 'keys',
+      script: RLF_SCRIPT,
+      args: (sha) => ['EVALSHA', sha, '1', 'rlflx:{__rand_int__}', '1', '60', String(BIG), '60'],
+    },
   ];
-  for (const a of algorithms) list.push({ name: a.name, scenario: 'keys', script: composeDecideScript([a]), args: decideArgs(a, '__rand_int__', BIG) });
-  list.push({ name: 'rate-limiter-flexible script', scenario: 'hot-reject', script: RLF_SCRIPT, args: (sha) => ['EVALSHA', sha, '1', 'rlflx:hot', '1', '60', '1', '60'] });
-  for (const a of algorithms) list.push({ name: a.name, scenario: 'hot-reject', script: composeDecideScript([a]), args: decideArgs(a, 'hot', 1) });
+  for (const a of algorithms)
+    list.push({ name: a.name, scenario: 'keys', script: composeDecideScript([a]), args: decideArgs(a, '__rand_int__', BIG) });
+  list.push({
+    name: 'rate-limiter-flexible script',
+    scenario: 'hot-reject',
+    script: RLF_SCRIPT,
+    args: (sha) => ['EVALSHA', sha, '1', 'rlflx:hot', '1', '60', '1', '60'],
+  });
+  for (const a of algorithms)
+    list.push({ name: a.name, scenario: 'hot-reject', script: composeDecideScript([a]), args: decideArgs(a, 'hot', 1) });
   return list;
 }
 

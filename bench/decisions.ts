@@ -17,7 +17,15 @@ import { benchRedis } from './support/redis';
 import { fmtMicros, fmtRate, fmtRatio, fmtRatios, heading, median, percentileSorted, table } from './support/report';
 import { selected, settings } from './support/settings';
 
-const ALGORITHMS: RateLimitAlgorithmName[] = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra', 'leaky-bucket', 'concurrency'];
+const ALGORITHMS: RateLimitAlgorithmName[] = [
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+  'leaky-bucket',
+  'concurrency',
+];
 const CONCURRENCIES = [1, 64, 256];
 const KEY_COUNT = 10_000;
 /** Allow-all limit: never reached within a run (limit × window stays under the 2^50 the engine accepts). */
@@ -62,7 +70,13 @@ async function redisCpu(client: Redis): Promise<number> {
 }
 
 /** `concurrency` callers in a closed loop for `ms`; every decision timed. Rejections are answers, not errors. */
-async function runCell(admin: Redis, decide: (key: string) => Promise<unknown>, keys: readonly string[], concurrency: number, ms: number): Promise<Cell> {
+async function runCell(
+  admin: Redis,
+  decide: (key: string) => Promise<unknown>,
+  keys: readonly string[],
+  concurrency: number,
+  ms: number,
+): Promise<Cell> {
   const latencies: number[] = [];
   let next = 0;
   let deadline = Infinity;
@@ -127,7 +141,15 @@ function variants(ours: Redis, rlfClient: Redis, incrClient: Redis): Variant[] {
       name: RLF_BLOCK,
       scenarios: ['hot-reject'],
       make: (points) =>
-        rlfDecider(new RateLimiterRedis({ storeClient: rlfClient, points, duration: WINDOW_S, inMemoryBlockOnConsumed: points + 1, inMemoryBlockDuration: WINDOW_S })),
+        rlfDecider(
+          new RateLimiterRedis({
+            storeClient: rlfClient,
+            points,
+            duration: WINDOW_S,
+            inMemoryBlockOnConsumed: points + 1,
+            inMemoryBlockDuration: WINDOW_S,
+          }),
+        ),
     },
   ];
   for (const algorithm of ALGORITHMS) {
@@ -234,10 +256,17 @@ function report(list: readonly Variant[], results: Map<string, Cell[]>, id: (s: 
         const cpu = `${median(c64.map((x) => x.nodeCpuUs)).toFixed(1)} / ${median(c64.map((x) => x.redisCpuUs)).toFixed(1)}`;
         return [v.name, ...perConcurrency, ...latency, cpu];
       });
-    const header = ['variant', ...CONCURRENCIES.map((c) => `c=${c} dec/s`), ...CONCURRENCIES.map((c) => `c=${c} p50 / p99`), 'c=64 CPU µs/dec node / redis'];
+    const header = [
+      'variant',
+      ...CONCURRENCIES.map((c) => `c=${c} dec/s`),
+      ...CONCURRENCIES.map((c) => `c=${c} p50 / p99`),
+      'c=64 CPU µs/dec node / redis',
+    ];
     console.log(table(header, rows));
   }
-  console.log(`\nOur variants go through the module's store stack (RedisStore + ResilientStore + SheddingStore); decisions answered by a fallback instead of Redis: ${fallbacks}.`);
+  console.log(
+    `\nOur variants go through the module's store stack (RedisStore + ResilientStore + SheddingStore); decisions answered by a fallback instead of Redis: ${fallbacks}.`,
+  );
   console.log('\n### Targets (per-round ratios in this run)\n');
   const targets: string[][] = [];
   for (const algorithm of ALGORITHMS) {

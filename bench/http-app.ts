@@ -55,7 +55,10 @@ function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: strin
       return [ThrottlerModule.forRoot([{ name: mode, ttl: WINDOW_MS, limit }])];
     case 'throttler-redis': {
       // A URL, as its README shows: the storage then owns (and closes) its client.
-      const storage = new ThrottlerStorageRedisService(redisUrl, process.env.BENCH_HTTP_PEER_AUTOPIPELINE === '1' ? { enableAutoPipelining: true } : {});
+      const storage = new ThrottlerStorageRedisService(
+        redisUrl,
+        process.env.BENCH_HTTP_PEER_AUTOPIPELINE === '1' ? { enableAutoPipelining: true } : {},
+      );
       return [ThrottlerModule.forRoot({ throttlers: [{ name: mode, ttl: WINDOW_MS, limit }], storage })];
     }
   }
@@ -68,9 +71,17 @@ function appModule(variant: HttpVariant, mode: LimitMode, redisUrl: string): Typ
   return BenchAppModule;
 }
 
-async function listen(variant: HttpVariant, adapter: string, mode: LimitMode, redisUrl: string): Promise<{ app: INestApplication; port: number }> {
+async function listen(
+  variant: HttpVariant,
+  adapter: string,
+  mode: LimitMode,
+  redisUrl: string,
+): Promise<{ app: INestApplication; port: number }> {
   const module = appModule(variant, mode, redisUrl);
-  const app = adapter === 'fastify' ? await NestFactory.create(module, new FastifyAdapter(), { logger: false }) : await NestFactory.create(module, { logger: false });
+  const app =
+    adapter === 'fastify'
+      ? await NestFactory.create(module, new FastifyAdapter(), { logger: false })
+      : await NestFactory.create(module, { logger: false });
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   return { app, port: address.port };

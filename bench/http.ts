@@ -40,7 +40,13 @@ interface App {
 /** Boots one variant's app pair in a child process and resolves with its ports. */
 async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Promise<App> {
   const child = spawn(process.execPath, [...TS_NODE, join(__dirname, 'http-app.ts')], {
-    env: { ...process.env, BENCH_VARIANT: variant, BENCH_ADAPTER: adapter, BENCH_REDIS_URL: redisUrl, BENCH_HTTP_ALGORITHM: settings.httpAlgorithm },
+    env: {
+      ...process.env,
+      BENCH_VARIANT: variant,
+      BENCH_ADAPTER: adapter,
+      BENCH_REDIS_URL: redisUrl,
+      BENCH_HTTP_ALGORITHM: settings.httpAlgorithm,
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const lines = createInterface({ input: child.stdout! });
@@ -113,7 +119,12 @@ async function main(): Promise<void> {
   report(variants, results, id, guard);
 }
 
-function report(variants: readonly HttpVariant[], results: Map<string, Load[]>, id: (a: string, v: HttpVariant, m: LimitMode) => string, guard: boolean): void {
+function report(
+  variants: readonly HttpVariant[],
+  results: Map<string, Load[]>,
+  id: (a: string, v: HttpVariant, m: LimitMode) => string,
+  guard: boolean,
+): void {
   heading('HTTP: Nest endpoint + guard, autocannon in a separate process', {
     rounds: settings.httpRounds,
     apps: 'one process per variant and adapter, kept for all rounds',
@@ -156,11 +167,21 @@ function report(variants: readonly HttpVariant[], results: Map<string, Load[]>, 
     for (const mode of MODES) {
       if (variants.includes('ours-redis') && variants.includes('throttler-redis')) {
         const r = ratios(adapter, 'ours-redis', mode, 'throttler-redis', mode);
-        targets.push([`${adapter} ${mode}-all: ours-redis vs throttler-redis`, adapter === 'fastify' ? '≥ 1.3×' : '—', fmtRatios(r), adapter === 'fastify' ? met(r, 1.3) : '']);
+        targets.push([
+          `${adapter} ${mode}-all: ours-redis vs throttler-redis`,
+          adapter === 'fastify' ? '≥ 1.3×' : '—',
+          fmtRatios(r),
+          adapter === 'fastify' ? met(r, 1.3) : '',
+        ]);
       }
       if (variants.includes('ours-memory') && variants.includes('bare')) {
         const r = ratios(adapter, 'ours-memory', mode, 'bare', 'allow');
-        targets.push([`${adapter} ${mode}-all: ours-memory vs bare`, adapter === 'fastify' ? '≥ 0.85×' : '—', fmtRatios(r), adapter === 'fastify' ? met(r, 0.85) : '']);
+        targets.push([
+          `${adapter} ${mode}-all: ours-memory vs bare`,
+          adapter === 'fastify' ? '≥ 0.85×' : '—',
+          fmtRatios(r),
+          adapter === 'fastify' ? met(r, 0.85) : '',
+        ]);
       }
       if (variants.includes('ours-memory') && variants.includes('throttler-memory')) {
         const r = ratios(adapter, 'ours-memory', mode, 'throttler-memory', mode);

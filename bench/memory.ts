@@ -15,7 +15,15 @@ import type { RateLimitAlgorithmName, RateLimitPolicy } from '../lib';
 import { benchRedis } from './support/redis';
 import { heading, table } from './support/report';
 
-const ALGORITHMS: RateLimitAlgorithmName[] = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra', 'leaky-bucket', 'concurrency'];
+const ALGORITHMS: RateLimitAlgorithmName[] = [
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+  'leaky-bucket',
+  'concurrency',
+];
 const LIMIT = 100;
 const WINDOW_MS = 60_000;
 const REDIS_TRACKERS = 10_000;
@@ -61,9 +69,17 @@ async function redisPart(port: number): Promise<void> {
   const rlf = new RateLimiterRedis({ storeClient: client, points: LIMIT, duration: WINDOW_MS / 1000 });
   const throttler = new ThrottlerStorageRedisService(client);
   const contenders: RedisContender[] = [
-    ...ALGORITHMS.map((algorithm) => ({ name: algorithm, hit: (t: string) => service.consume(policyOf(algorithm), t), pattern: 'rl:{probe}:*' })),
+    ...ALGORITHMS.map((algorithm) => ({
+      name: algorithm,
+      hit: (t: string) => service.consume(policyOf(algorithm), t),
+      pattern: 'rl:{probe}:*',
+    })),
     { name: 'rate-limiter-flexible RateLimiterRedis', hit: (t: string) => rlf.consume(t).catch((r: unknown) => r), pattern: 'rlflx:probe' },
-    { name: '@nest-lab/throttler-storage-redis', hit: (t: string) => throttler.increment(throttlerKey(t), WINDOW_MS, LIMIT, WINDOW_MS, 'default'), pattern: `{${throttlerKey('probe')}:*` },
+    {
+      name: '@nest-lab/throttler-storage-redis',
+      hit: (t: string) => throttler.increment(throttlerKey(t), WINDOW_MS, LIMIT, WINDOW_MS, 'default'),
+      pattern: `{${throttlerKey('probe')}:*`,
+    },
   ];
   const rows: string[][] = [];
   try {
@@ -85,7 +101,15 @@ async function redisPart(port: number): Promise<void> {
   }
   console.log(`### Redis, per tracker (limit ${LIMIT}, window ${WINDOW_MS / 1000}s)\n`);
   console.log(
-    table(['contender', 'MEMORY USAGE after 1 hit (B)', `after ${LIMIT} hits (B)`, `used_memory growth / live key, ${REDIS_TRACKERS / 1000}k trackers (B)`], rows),
+    table(
+      [
+        'contender',
+        'MEMORY USAGE after 1 hit (B)',
+        `after ${LIMIT} hits (B)`,
+        `used_memory growth / live key, ${REDIS_TRACKERS / 1000}k trackers (B)`,
+      ],
+      rows,
+    ),
   );
 }
 
