@@ -15,15 +15,23 @@ export interface RateLimitExceededBody {
  * `decisions` holds every policy's decision, for exception filters that want to shape their own response.
  */
 export class RateLimitExceededException extends HttpException {
-  constructor(
-    message: string,
-    /** Seconds until the same request would be allowed; `null` when it can never be (cost above capacity). */
-    readonly retryAfter: number | null,
-    /** Every policy's decision for the rejected request. */
-    readonly decisions: readonly RateLimitDecision[] = [],
-  ) {
+  /** Seconds until the same request would be allowed; `null` when it can never be (cost above capacity). */
+  readonly retryAfter: number | null;
+  /** Every policy's decision for the rejected request. */
+  readonly decisions: readonly RateLimitDecision[];
+
+  constructor(message: string, retryAfter: number | null, decisions: readonly RateLimitDecision[] = []) {
     const body: RateLimitExceededBody = { statusCode: HttpStatus.TOO_MANY_REQUESTS, message, error: 'Too Many Requests', retryAfter };
-    super(body, HttpStatus.TOO_MANY_REQUESTS);
+    // A 429 is an expected answer, not a bug: capturing its stack trace cost ~7 µs per rejected request.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    try {
+      super(body, HttpStatus.TOO_MANY_REQUESTS);
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit;
+    }
+    this.retryAfter = retryAfter;
+    this.decisions = decisions;
   }
 }
 

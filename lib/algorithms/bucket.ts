@@ -5,7 +5,7 @@
  * `debt` is how far the bucket is from full (0 = full, `burst × windowMs` = empty).
  */
 import { ceilDiv } from '../utils/math';
-import type { AlgorithmParams } from './algorithm.interface';
+import type { AlgorithmParams, AlgorithmRefund, AlgorithmVerdict } from './algorithm.interface';
 
 /** The decision a bucket in debt `debt` (scaled units) gives a request of `cost` units. */
 export interface BucketVerdict {
@@ -39,3 +39,28 @@ export function decideBucket(debt: number, { limit, windowMs, burst }: Algorithm
     debt,
   };
 }
+
+/**
+ * The algorithm verdict for a bucket verdict. One object literal on purpose: spreading `v` into a new object
+ * hit a slow path in V8 that made these twins ~50× slower than the others.
+ */
+export function toVerdict<S>(
+  v: BucketVerdict,
+  delayMs: number,
+  stored: AlgorithmRefund<S>,
+  rewrite?: AlgorithmRefund<S>,
+): AlgorithmVerdict<S> {
+  return {
+    allowed: v.allowed,
+    remaining: v.remaining,
+    resetMs: v.resetMs,
+    retryAfterMs: v.retryAfterMs,
+    delayMs,
+    next: stored.next,
+    ttlMs: stored.ttlMs,
+    rewrite,
+  };
+}
+
+/** What a rejected request stores: nothing. */
+export const NOTHING_STORED: AlgorithmRefund<never> = { next: undefined, ttlMs: 0 };

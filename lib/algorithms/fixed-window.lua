@@ -1,7 +1,7 @@
 --[[
   fixed-window: at most `limit` units per aligned window floor(now / window).
   KEY    state hash { w = window id, n = units counted in that window }
-  check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count }
+  check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count, new window? }
   commit writes the new count and expires the hash at the window's end; refund gives units back in the same window.
 ]]
 ALG[1] = {
@@ -9,12 +9,13 @@ ALG[1] = {
     local id = math.floor(now / window)
     local st = redis.call('HMGET', key, 'w', 'n')
     local n = 0
-    if tonumber(st[1]) == id then n = tonumber(st[2]) end
+    local fresh = tonumber(st[1]) ~= id
+    if not fresh then n = tonumber(st[2]) end
     local ends = (id + 1) * window - now
     if n + cost <= limit then
       local reset = 0
       if n + cost > 0 then reset = ends end
-      return { true, limit - n - cost, reset, 0, 0, id, n + cost }
+      return { true, limit - n - cost, reset, 0, 0, id, n + cost, fresh }
     end
     local reset = 0
     if n > 0 then reset = ends end
@@ -23,7 +24,8 @@ ALG[1] = {
   commit = function(key, r)
     if r[7] == 0 then return end
     redis.call('HSET', key, 'w', r[6], 'n', r[7])
-    redis.call('PEXPIRE', key, r[3])
+    -- The hash lives until its window ends: set once per window, not on every hit.
+    if r[8] then redis.call('PEXPIRE', key, r[3]) end
   end,
   refund = function(key, cost, limit, window, burst, now)
     local id = math.floor(now / window)

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ceilDiv } from '../utils/math';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
-import { decideBucket } from './bucket';
+import { decideBucket, NOTHING_STORED, toVerdict } from './bucket';
 
 /**
  * Theoretical arrival time: whole ms `t` plus `r` in 1/`l` ms, measured with limit `l` and window `w`
@@ -33,7 +33,7 @@ export class GcraAlgorithm implements RateLimitAlgorithm<GcraState> {
     const debt = debtOf(state, params, now);
     const v = decideBucket(debt, params, cost);
     const rewrite = state && debt > 0 && (state.l !== params.limit || state.w !== params.windowMs) ? stored(debt, params, now) : undefined;
-    return { ...v, delayMs: 0, ...(v.allowed ? stored(v.debt, params, now) : { next: undefined, ttlMs: 0 }), rewrite };
+    return toVerdict<GcraState>(v, 0, v.allowed ? stored(v.debt, params, now) : NOTHING_STORED, rewrite);
   }
 
   refund(state: GcraState | undefined, params: AlgorithmParams, cost: number, now: number) {

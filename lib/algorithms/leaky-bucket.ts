@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ceilDiv } from '../utils/math';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
-import { decideBucket } from './bucket';
+import { decideBucket, NOTHING_STORED, toVerdict } from './bucket';
 
 /** Queue level scaled by `k` (the window it was scaled with), and the last leak time in ms. */
 export interface LeakyBucketState {
@@ -29,8 +29,7 @@ export class LeakyBucketAlgorithm implements RateLimitAlgorithm<LeakyBucketState
     const { level, at } = levelOf(state, params, now);
     const v = decideBucket(level, params, cost);
     const delayMs = v.allowed ? ceilDiv(level, params.limit) : 0;
-    if (!v.allowed) return { ...v, delayMs, next: undefined, ttlMs: 0 };
-    return { ...v, delayMs, ...stored(v.debt, at, params) };
+    return toVerdict<LeakyBucketState>(v, delayMs, v.allowed ? stored(v.debt, at, params) : NOTHING_STORED);
   }
 
   refund(state: LeakyBucketState | undefined, params: AlgorithmParams, cost: number, now: number) {

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ceilDiv } from '../utils/math';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
-import { decideBucket } from './bucket';
+import { decideBucket, toVerdict } from './bucket';
 
 /** Tokens scaled by `k` (the window they were scaled with), and the last refill time in ms. */
 export interface TokenBucketState {
@@ -29,7 +29,7 @@ export class TokenBucketAlgorithm implements RateLimitAlgorithm<TokenBucketState
     const { debt, at } = this.debt(state, params, now);
     const v = decideBucket(debt, params, cost);
     const next = v.allowed && v.debt > 0 ? this.state(v.debt, at, params) : undefined;
-    return { ...v, delayMs: 0, next, ttlMs: v.allowed ? v.resetMs : 0 };
+    return toVerdict<TokenBucketState>(v, 0, { next, ttlMs: v.allowed ? v.resetMs : 0 });
   }
 
   refund(state: TokenBucketState | undefined, params: AlgorithmParams, cost: number, now: number) {

@@ -9,6 +9,7 @@ const MAPPED_IPV4 = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
  * @example clientIpKey('2001:db8::1:2:3:4', 64) // '2001:db8:0:0::/64'
  */
 export function clientIpKey(address: string, subnet = 64): string {
+  if (!address.includes(':')) return address; // IPv4 (the common case): nothing to map or group
   const mapped = MAPPED_IPV4.exec(address);
   if (mapped && isIPv4(mapped[1])) return mapped[1];
   const bare = address.split('%')[0]; // drop an IPv6 zone id (fe80::1%eth0)
