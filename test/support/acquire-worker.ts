@@ -38,5 +38,5 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   process.stderr.write(`${String((error as Error)?.stack ?? error)}\n`);
-  process.exit(1);
+  process.kill(process.pid, 'SIGTERM'); // fail now, even with connections still open
 });

@@ -62,5 +62,5 @@ async function main(): Promise<void> {
 
 main().catch((error) => {
   process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-  process.exit(1);
+  process.kill(process.pid, 'SIGTERM'); // fail now, even with connections still open
 });

@@ -85,6 +85,6 @@ async function main(): Promise<void> {
 if (require.main === module) {
   main().catch((error) => {
     process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-    process.exit(1);
+    process.kill(process.pid, 'SIGTERM'); // fail now, even with connections still open
   });
 }
