@@ -16,16 +16,9 @@ import { createStore } from '../lib/stores/create-store';
 import { benchRedis } from './support/redis';
 import { fmtMicros, fmtRate, fmtRatio, fmtRatios, heading, median, percentileSorted, table } from './support/report';
 import { selected, settings } from './support/settings';
+import { RATE_LIMIT_ALGORITHMS } from '../lib/interfaces/policy.interface';
 
-const ALGORITHMS: RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const CONCURRENCIES = [1, 64, 256];
 const KEY_COUNT = 10_000;
 /** Allow-all limit: never reached within a run (limit × window stays under the 2^50 the engine accepts). */

@@ -14,16 +14,9 @@ import { MemoryStore, RateLimitAlgorithmRegistry, RateLimitEngine, RateLimiterSe
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../lib';
 import { benchRedis } from './support/redis';
 import { heading, table } from './support/report';
+import { RATE_LIMIT_ALGORITHMS } from '../lib/interfaces/policy.interface';
 
-const ALGORITHMS: RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const LIMIT = 100;
 const WINDOW_MS = 60_000;
 const REDIS_TRACKERS = 10_000;

@@ -1,8 +1,18 @@
 import type { ExecutionContext } from '@nestjs/common';
 
-/** Names of the built-in algorithms; see the README's algorithms table. */
-export type RateLimitAlgorithmName =
-  'fixed-window' | 'sliding-window' | 'sliding-log' | 'token-bucket' | 'gcra' | 'leaky-bucket' | 'concurrency';
+/** The built-in algorithms, in the README's order; see its algorithms table. */
+export const RATE_LIMIT_ALGORITHMS = [
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+  'leaky-bucket',
+  'concurrency',
+] as const;
+
+/** Names of the built-in algorithms. */
+export type RateLimitAlgorithmName = (typeof RATE_LIMIT_ALGORITHMS)[number];
 
 /**
  * A length of time: a number of milliseconds, or a string such as `'250ms'`, `'1s'`, `'1m'`, `'1h'`, `'1d'`.

@@ -9,6 +9,7 @@
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { MemoryStore } from '../../lib/stores/memory.store';
@@ -19,15 +20,7 @@ import { startRedis, type RedisProcess } from '../support/redis-server';
 const PREFIX = 'x';
 const L = 5;
 const W = 400;
-const ALGORITHMS: RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const TAG: Record<RateLimitAlgorithmName, string> = {
   'fixed-window': 'fw',
   'sliding-window': 'sw',

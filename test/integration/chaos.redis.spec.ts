@@ -11,7 +11,8 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitModuleOptions, RateLimitStoreErrorMode } from '../../lib/interfaces/module-options.interface';
-import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
@@ -343,15 +344,7 @@ describe('chaos: SIGKILL and restart on the same port', () => {
 });
 
 describe('chaos: SCRIPT FLUSH mid-load', () => {
-  const EXACT: readonly RateLimitAlgorithmName[] = [
-    'fixed-window',
-    'sliding-window',
-    'sliding-log',
-    'token-bucket',
-    'gcra',
-    'leaky-bucket',
-    'concurrency',
-  ];
+  const EXACT = RATE_LIMIT_ALGORITHMS;
 
   it('limit 50, 100 calls per algorithm and a multi-policy route with SCRIPT FLUSH in the middle: exactly 50 admitted, no fallback', async () => {
     const redis = await server();

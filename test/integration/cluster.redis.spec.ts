@@ -13,6 +13,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
@@ -28,15 +29,7 @@ import {
   type RedisProcess,
 } from '../support/redis-server';
 
-const ALGORITHMS: readonly RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const PREFIX = 'clu';
 const registry = new RateLimitAlgorithmRegistry();
 

@@ -10,6 +10,7 @@
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
@@ -17,15 +18,7 @@ import { RedisStore } from '../../lib/stores/redis.store';
 import { compilePolicy } from '../../lib/utils/compile-policy';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 
-const ALGORITHMS: readonly RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 
 const registry = new RateLimitAlgorithmRegistry();
 let redis: RedisProcess;

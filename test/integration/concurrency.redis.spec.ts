@@ -6,22 +6,15 @@
  */
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
-import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { RedisStore } from '../../lib/stores/redis.store';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 import { runWorkers } from '../support/workers';
 
-const ALGORITHMS: readonly RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const LIMIT = 50;
 const WINDOW_MS = 1_000_000_000;
 

@@ -22,6 +22,7 @@ import { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory.store';
 import { RedisStore } from '../../lib/stores/redis.store';
@@ -30,15 +31,7 @@ import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 
-const ALGORITHMS: readonly RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const BUCKETS = new Set<RateLimitAlgorithmName>(['token-bucket', 'gcra', 'leaky-bucket']);
 const RUNS = 25;
 const STEPS = 20;

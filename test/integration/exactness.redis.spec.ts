@@ -7,18 +7,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import type { RateLimitAlgorithmName } from '../../lib/interfaces/policy.interface';
+import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
 
-const ALGORITHMS: readonly RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const WORKERS = 4;
 const CALLS = 100;
 const LIMIT = 60;

@@ -14,6 +14,7 @@
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { RedisStore } from '../../lib/stores/redis.store';
@@ -24,15 +25,7 @@ import { ceilDiv } from '../../lib/utils/math';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 import { runWorkers } from '../support/workers';
 
-const ALGORITHMS: readonly RateLimitAlgorithmName[] = [
-  'fixed-window',
-  'sliding-window',
-  'sliding-log',
-  'token-bucket',
-  'gcra',
-  'leaky-bucket',
-  'concurrency',
-];
+const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const BUCKETS: readonly RateLimitAlgorithmName[] = ['token-bucket', 'gcra', 'leaky-bucket'];
 
 const registry = new RateLimitAlgorithmRegistry();

@@ -4,6 +4,7 @@
  *
  * The shared table below uses limit 4 per 1000 ms and starts at T0 + 250 ms (a quarter into a fixed window).
  */
+import { memoryHarness, T0 } from '../support/memory-harness';
 import fc from 'fast-check';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
@@ -11,30 +12,11 @@ import type { RateLimitDecision } from '../../lib/interfaces/decision.interface'
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { MemoryStore } from '../../lib/stores/memory.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { parseDuration } from '../../lib/utils/duration';
 
-/** A multiple of every window used here, so fixed windows start exactly at T0. */
-const T0 = 1_700_000_000_000;
 const L = 4;
 const W = 1000;
-
-function harness(maxKeys?: number) {
-  let now = T0;
-  const store = new MemoryStore({ clock: () => now, maxKeys });
-  const limiter = new RateLimiterService(new RateLimitEngine(store), new RateLimitAlgorithmRegistry(), { prefix: 'x' });
-  return {
-    store,
-    limiter,
-    advance(ms: number) {
-      now += ms;
-    },
-    at(ms: number) {
-      now = ms;
-    },
-  };
-}
 
 async function times(n: number, call: () => Promise<RateLimitDecision>): Promise<RateLimitDecision[]> {
   const out: RateLimitDecision[] = [];
@@ -84,13 +66,13 @@ const CASES: AlgorithmCase[] = [
 describe.each(CASES)('$algorithm (limit 4 per 1000 ms)', (c) => {
   const policy: RateLimitPolicy = { algorithm: c.algorithm, limit: L, window: W };
   const leaky = c.algorithm === 'leaky-bucket';
-  let h: ReturnType<typeof harness>;
+  let h: ReturnType<typeof memoryHarness>;
   const consume = (key = 'alice', cost?: number) => h.limiter.consume(policy, key, cost === undefined ? {} : { cost });
   const peek = (key = 'alice') => h.limiter.peek(policy, key);
   const exhaust = (key = 'alice') => times(L, () => consume(key));
 
   beforeEach(() => {
-    h = harness();
+    h = memoryHarness();
     h.at(T0 + 250);
   });
 
@@ -244,7 +226,7 @@ describe('bucket capacity (burst)', () => {
   it.each(['token-bucket', 'gcra', 'leaky-bucket'] as const)(
     '%s: burst 6 with limit 4 admits 6 at once and refills at 4 per 1000 ms',
     async (algorithm) => {
-      const h = harness();
+      const h = memoryHarness();
       const policy: RateLimitPolicy = { algorithm, limit: L, window: W, burst: 6, delay: false };
       const burst = await times(7, () => h.limiter.consume(policy, 'k'));
       expect(burst.map((d) => [d.allowed, d.limit, d.remaining, d.resetMs])).toStrictEqual([
@@ -269,7 +251,7 @@ describe('bucket capacity (burst)', () => {
   it.each(['fixed-window', 'sliding-window', 'sliding-log', 'concurrency'] as const)(
     '%s: capacity is the limit, burst does not apply',
     async (algorithm) => {
-      const h = harness();
+      const h = memoryHarness();
       const policy: RateLimitPolicy = { algorithm, limit: L, window: W, burst: 6 };
       const d = await h.limiter.consume(policy, 'k', { cost: 5 });
       expect(d).toMatchObject({ allowed: false, limit: L, retryAfterMs: Infinity, reason: 'cost-exceeds-capacity' });
@@ -284,7 +266,7 @@ describe('bucket capacity (burst)', () => {
         fc.integer({ min: 0, max: 10 }),
         fc.array(fc.tuple(fc.integer({ min: 0, max: 700 }), fc.integer({ min: 0, max: 12 })), { maxLength: 40 }),
         async (limit, window, extra, steps) => {
-          const h = harness();
+          const h = memoryHarness();
           const tb: RateLimitPolicy = { algorithm: 'token-bucket', limit, window, burst: limit + extra };
           const gc: RateLimitPolicy = { algorithm: 'gcra', limit, window, burst: limit + extra };
           for (const [dt, cost] of steps) {
@@ -302,7 +284,7 @@ describe('bucket capacity (burst)', () => {
 
 describe('fixed-window and sliding-window at a window boundary', () => {
   it('fixed-window allows up to 2×limit across a boundary (the known trade-off), resetting exactly at it', async () => {
-    const h = harness();
+    const h = memoryHarness();
     const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: L, window: W };
     h.at(T0 + 999);
     expect((await times(5, () => h.limiter.consume(policy, 'k'))).map((d) => [d.allowed, d.resetMs, d.retryAfterMs])).toStrictEqual([
@@ -323,7 +305,7 @@ describe('fixed-window and sliding-window at a window boundary', () => {
   });
 
   it('sliding-window has no boundary burst: the previous window still weighs at the boundary', async () => {
-    const h = harness();
+    const h = memoryHarness();
     const policy: RateLimitPolicy = { algorithm: 'sliding-window', limit: L, window: W };
     h.at(T0 + 999);
     await times(L, () => h.limiter.consume(policy, 'k'));
@@ -337,7 +319,7 @@ describe('sliding-window weighted estimate (limit 10 per 1000 ms, previous windo
   const policy: RateLimitPolicy = { algorithm: 'sliding-window', limit: 10, window: W };
 
   async function withFullPreviousWindow() {
-    const h = harness();
+    const h = memoryHarness();
     h.at(T0);
     expect((await times(10, () => h.limiter.consume(policy, 'k'))).every((d) => d.allowed)).toBe(true);
     return h;
@@ -383,7 +365,7 @@ describe('sliding-window weighted estimate (limit 10 per 1000 ms, previous windo
 
 describe('leaky-bucket shaping', () => {
   it('a burst of limit 10 per 1000 ms gets delays 0, 100, …, 900; the 11th is rejected until a slot drains', async () => {
-    const h = harness();
+    const h = memoryHarness();
     const policy: RateLimitPolicy = { algorithm: 'leaky-bucket', limit: 10, window: W };
     const d = await times(11, () => h.limiter.consume(policy, 'k'));
     expect(d.map((x) => x.delayMs)).toStrictEqual([0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 0]);
@@ -395,7 +377,7 @@ describe('leaky-bucket shaping', () => {
   });
 
   it('delay: false makes it a pure meter (no delayMs); other algorithms never report delayMs', async () => {
-    const h = harness();
+    const h = memoryHarness();
     const meter = await h.limiter.consume({ algorithm: 'leaky-bucket', limit: 10, window: W, delay: false }, 'k');
     expect(meter).toStrictEqual({ allowed: true, policy: 'default', limit: 10, remaining: 9, resetMs: 100, retryAfterMs: 0 });
     const fw = await h.limiter.consume({ algorithm: 'fixed-window', limit: 10, window: W }, 'k');
@@ -405,7 +387,7 @@ describe('leaky-bucket shaping', () => {
 
 describe('concurrency leases', () => {
   it('a lease expires after the window; retryAfterMs points at the oldest live lease', async () => {
-    const h = harness();
+    const h = memoryHarness();
     const policy: RateLimitPolicy = { algorithm: 'concurrency', limit: 2, window: W };
     const take = () => h.limiter.consume(policy, 'k');
     h.at(T0);
@@ -548,7 +530,7 @@ describe('durations', () => {
     ['1h', 3_600_000],
     ['1d', 86_400_000],
   ] as const)("a policy window of '%s' is a %p ms window", async (window, ms) => {
-    const h = harness();
+    const h = memoryHarness();
     const policy: RateLimitPolicy = { algorithm: 'sliding-log', limit: 1, window };
     expect((await h.limiter.consume(policy, 'k')).resetMs).toBe(ms);
     h.advance(ms - 1);
@@ -561,7 +543,7 @@ describe('durations', () => {
 /* A decision that charged nothing (`peek`, or a policy of a rejected `consumeAll`) reports the quota as it stands. */
 describe('resetMs of decisions that charged nothing', () => {
   it.each(CASES.map((c) => c.algorithm))('%s: peek on an untouched key reports resetMs 0', async (algorithm) => {
-    const h = harness();
+    const h = memoryHarness();
     h.at(T0 + 250);
     expect(await h.limiter.peek({ algorithm, limit: L, window: W }, 'k')).toMatchObject({ remaining: L, resetMs: 0 });
   });

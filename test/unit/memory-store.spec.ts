@@ -2,26 +2,8 @@
  * MemoryStore bounds: at most `maxKeys` states (least recently used evicted first), and expired states
  * swept on later writes without any timer.
  */
-import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { memoryHarness } from '../support/memory-harness';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
-import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { MemoryStore } from '../../lib/stores/memory.store';
-
-const T0 = 1_700_000_000_000;
-
-function harness(maxKeys?: number) {
-  let now = T0;
-  const store = new MemoryStore({ clock: () => now, maxKeys });
-  const limiter = new RateLimiterService(new RateLimitEngine(store), new RateLimitAlgorithmRegistry(), { prefix: 'x' });
-  return {
-    store,
-    limiter,
-    advance(ms: number) {
-      now += ms;
-    },
-  };
-}
 
 describe('MemoryStore', () => {
   let timers: jest.SpyInstance[];
@@ -36,7 +18,7 @@ describe('MemoryStore', () => {
 
   describe('memory bound (maxKeys 1000)', () => {
     it('100 000 distinct trackers never hold more than 1000 states, and a hot tracker keeps its state', async () => {
-      const h = harness(1000);
+      const h = memoryHarness(1000);
       const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 5, window: '1d' };
       const hot: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1_000_000, window: '1d', name: 'hot' };
       let largest = 0;
@@ -60,7 +42,7 @@ describe('MemoryStore', () => {
     });
 
     it('evicts the least recently used state: a key read recently survives, an idle one goes', async () => {
-      const h = harness(3);
+      const h = memoryHarness(3);
       const policy: RateLimitPolicy = { algorithm: 'sliding-log', limit: 10, window: '1h' };
       for (const key of ['a', 'b', 'c']) await h.limiter.consume(policy, key);
       await h.limiter.consume(policy, 'a'); // a becomes the most recently used; b is now the oldest
@@ -81,7 +63,7 @@ describe('MemoryStore', () => {
 
   describe('expiry without timers', () => {
     it('expired states are swept by later writes, so the size shrinks once the clock passes their expiry', async () => {
-      const h = harness();
+      const h = memoryHarness();
       const short: RateLimitPolicy = { algorithm: 'fixed-window', limit: 5, window: 1000 };
       const long: RateLimitPolicy = { algorithm: 'fixed-window', limit: 5, window: '1h', name: 'long' };
       for (let i = 0; i < 500; i++) await h.limiter.consume(short, `old-${i}`);
@@ -103,7 +85,7 @@ describe('MemoryStore', () => {
     });
 
     it('an expired state reads as absent and is dropped when read', async () => {
-      const h = harness();
+      const h = memoryHarness();
       const policy: RateLimitPolicy = { algorithm: 'token-bucket', limit: 10, window: 1000 };
       for (let i = 0; i < 10; i++) await h.limiter.consume(policy, 'k');
       expect(h.store.size).toBe(1);
@@ -114,7 +96,7 @@ describe('MemoryStore', () => {
     });
 
     it('a state that returns to "no state" is deleted rather than kept', async () => {
-      const h = harness();
+      const h = memoryHarness();
       const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 5, window: 1000 };
       await h.limiter.consume(policy, 'k', { cost: 0 }); // cost 0 behaves like a peek: writes nothing
       expect(h.store.size).toBe(0);
