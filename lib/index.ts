@@ -24,6 +24,7 @@ export type {
 } from './interfaces/module-options.interface';
 export type { RateLimitPolicy, RateLimitAlgorithmName, Duration, ContextValue, RateLimitTracker } from './interfaces/policy.interface';
 export { RATE_LIMIT_ALGORITHMS } from './interfaces/policy.interface';
+export { RATE_LIMIT_CONTEXT_TYPES } from './interfaces/module-options.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
 export { RateLimitConfigError } from './errors/rate-limit-config.error';
 export { RateLimitStoreError } from './errors/rate-limit-store.error';

@@ -1,12 +1,10 @@
 import type { ExecutionContext } from '@nestjs/common';
-import type { RateLimitContextType, RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { RATE_LIMIT_CONTEXT_TYPES, type RateLimitContextType, type RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { GraphqlRateLimitContext } from './graphql.context';
 import { HttpRateLimitContext } from './http.context';
 import type { RateLimitContextAdapter } from './rate-limit-context';
 import { RpcRateLimitContext } from './rpc.context';
 import { WsRateLimitContext } from './ws.context';
-
-const ALL_CONTEXT_TYPES: readonly RateLimitContextType[] = ['http', 'graphql', 'ws', 'rpc'];
 
 const ADAPTERS: Record<RateLimitContextType, new (context: ExecutionContext) => RateLimitContextAdapter> = {
   http: HttpRateLimitContext,
@@ -21,7 +19,7 @@ export class RateLimitContexts {
   private readonly limitSubscriptions: boolean;
 
   constructor({ contexts, limitSubscriptions }: Pick<RateLimitModuleOptions, 'contexts' | 'limitSubscriptions'>) {
-    this.types = new Set(contexts ?? ALL_CONTEXT_TYPES);
+    this.types = new Set(contexts ?? RATE_LIMIT_CONTEXT_TYPES);
     this.limitSubscriptions = limitSubscriptions ?? false;
   }
 

@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitTracker } from '../interfaces/policy.interface';
+import { describeValue } from '../utils/describe-value';
 import { clientIpKey } from './client-ip';
 
 /** Who is calling, as one kind of execution context (HTTP, GraphQL, WebSocket, RPC) sees it. */
@@ -36,7 +37,7 @@ export async function resolveTracker(
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   if (typeof value !== 'string') {
     throw new RateLimitConfigError(
-      `by: the tracker function returned ${describe(value)}; it must return a string (or undefined to fall back to the default tracker).`,
+      `by: the tracker function returned ${describeValue(value)}; it must return a string (or undefined to fall back to the default tracker).`,
     );
   }
   return value;
@@ -53,8 +54,4 @@ function userTracker(user: unknown): string | undefined {
   const { id, sub } = user as { id?: unknown; sub?: unknown };
   const value = id ?? sub;
   return (typeof value === 'string' && value !== '') || typeof value === 'number' ? `user:${value}` : undefined;
-}
-
-function describe(value: unknown): string {
-  return typeof value === 'object' ? Object.prototype.toString.call(value) : `${typeof value} ${String(value)}`;
 }

@@ -15,7 +15,10 @@ export type RateLimitStoreErrorMode = 'fail-open' | 'fail-closed' | 'insurance';
  * Kinds of Nest execution context the guard can limit: controllers (`'http'`), GraphQL resolvers
  * (`'graphql'`), WebSocket gateways (`'ws'`) and microservice handlers (`'rpc'`).
  */
-export type RateLimitContextType = 'http' | 'graphql' | 'ws' | 'rpc';
+export type RateLimitContextType = (typeof RATE_LIMIT_CONTEXT_TYPES)[number];
+
+/** Every kind of execution context the guard can limit (the default of `contexts`). */
+export const RATE_LIMIT_CONTEXT_TYPES = ['http', 'graphql', 'ws', 'rpc'] as const;
 
 /** Hooks called synchronously; keep them cheap (they never add a store round trip). */
 export interface RateLimitHooks {

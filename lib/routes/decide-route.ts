@@ -62,7 +62,7 @@ async function decideGroup(
 ): Promise<GroupResult> {
   const [tracker, requests] = await Promise.all([
     resolveTracker(group.by, context, caller, ipv6Subnet),
-    Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
+    group.staticRequests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
   ]);
   const result = await engine.decide(trackerKeyPrefix(prefix, tracker), requests, 'consume');
   return { group, tracker, requests, result };

@@ -13,6 +13,8 @@ const MAX_MEMBERS = 256;
 
 /** One policy of a route, compiled once, with its header member precomputed when its shape is fixed. */
 export class PlannedPolicy {
+  /** This policy's request when its limit, window and cost are all fixed: built once, shared by every call. */
+  readonly staticRequest: PolicyRequest | undefined;
   private readonly staticMember: string | undefined;
   private readonly members = new Map<string, string>();
 
@@ -23,6 +25,7 @@ export class PlannedPolicy {
   ) {
     const params = compiled.staticParams;
     this.staticMember = params && policyMember(compiled.name, params, compiled.algorithm.usesBurst);
+    if (params && compiled.staticCost !== undefined) this.staticRequest = { compiled, params, cost: compiled.staticCost };
   }
 
   /** This request's limit, window and cost: precomputed, or from the policy's functions of the context. */
@@ -55,6 +58,8 @@ export interface TrackerGroup {
   by: RateLimitTracker | undefined;
   /** Indexes into {@link RoutePlan.policies}. */
   indexes: number[];
+  /** The group's requests when every policy in it is fixed (the usual case): no per-call work at all. */
+  staticRequests: PolicyRequest[] | undefined;
 }
 
 /** Everything the guard needs for one handler, built once at bootstrap (or on first use). */
@@ -105,10 +110,14 @@ function groupByTracker(policies: readonly PlannedPolicy[]): TrackerGroup[] {
   const groups = new Map<unknown, TrackerGroup>();
   policies.forEach(({ compiled }, index) => {
     const by = compiled.policy.by ?? 'ip';
-    const group = groups.get(by) ?? { by, indexes: [] };
+    const group = groups.get(by) ?? { by, indexes: [], staticRequests: undefined };
     group.indexes.push(index);
     groups.set(by, group);
   });
+  for (const group of groups.values()) {
+    const fixed = group.indexes.map((i) => policies[i].staticRequest);
+    if (fixed.every((request) => request !== undefined)) group.staticRequests = fixed as PolicyRequest[];
+  }
   return [...groups.values()];
 }
 

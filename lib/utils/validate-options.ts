@@ -1,5 +1,5 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
-import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { RATE_LIMIT_CONTEXT_TYPES, type RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { describeValue } from './describe-value';
 
 const KNOWN_OPTIONS = new Set([
@@ -21,7 +21,7 @@ const KNOWN_OPTIONS = new Set([
   'contexts',
   'limitSubscriptions',
 ]);
-const CONTEXT_TYPES = ['http', 'graphql', 'ws', 'rpc'];
+const CONTEXT_TYPES: readonly string[] = RATE_LIMIT_CONTEXT_TYPES;
 
 /** Checks module options at bootstrap; the error names the option, the value and what is allowed. */
 export function validateModuleOptions(options: RateLimitModuleOptions): void {
