@@ -108,7 +108,7 @@ export class RedisStore implements RateLimitStore {
 
   private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
     const keys: string[] = [];
-    const args: Array<string | number> = [mode, calls.length];
+    const args: Array<string | number> = [mode];
     for (const call of calls) {
       const { algorithm, params } = call;
       keys.push(call.stateKey, call.blockKey);
