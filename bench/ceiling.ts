@@ -41,7 +41,7 @@ interface Case {
   script?: string;
 }
 
-/** ARGV per algorithms/decide.lua: mode, then per policy: id, cost, limit, window ms, burst, blockFor, token. */
+/** ARGV per algorithms/decide.lua: mode, n, then per policy: id, cost, limit, window ms, burst, blockFor, token. */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
   const base = `rl:{${tracker}}:svc:default:`;
   return (sha) => [
@@ -51,6 +51,7 @@ function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: numbe
     base + algorithm.keyTag,
     `${base}b`,
     'c',
+    '1',
     String(algorithm.id),
     '1',
     String(limit),

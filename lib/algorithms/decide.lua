@@ -1,18 +1,21 @@
 --[[
-  Rate-limit decision for one tracker: every policy of a request, atomically, all-or-nothing.
+  Rate-limit decisions, each for one tracker: every policy of a request, atomically, all-or-nothing.
   The algorithm fragments (ALG[id] = { check, commit, refund, burst }) are spliced in where the marker stands.
+  One call carries one decision, or several (a batch of unrelated decisions made in the same tick on a
+  standalone Redis): they run one after the other, as separate calls would, at one reading of the clock.
 
-  KEYS, per policy, in order:  state key, block key (all share one {hash tag}); n = #KEYS / 2 policies.
-  ARGV[1]  mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries) | 'r' refund cost / release lease | 'b' block for ARGV blockFor
-  ARGV, per policy (7 each, from ARGV[2]):
-    algorithm id, cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token (lease id or '')
+  Per decision, in order:
+    KEYS  per policy: state key, block key (all of one decision share one {hash tag})
+    ARGV  mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries) | 'r' refund cost / release lease | 'b' block for ARGV blockFor
+          number of policies n
+          per policy (7 each): algorithm id, cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token (lease id or '')
   Reply (integers only):
-    { now (server ms), all allowed (1|0),
-      per policy: allowed (1|0), remaining, reset (ms), retry after (ms, -1 = never), delay (ms), reason }
-    reason: 0 counter, 1 blocked (lockout), 2 cost exceeds capacity.
+    { now (server ms),
+      per consume/peek decision: all allowed (1|0),
+        per policy: allowed (1|0), remaining, reset (ms), retry after (ms, -1 = never), delay (ms), reason }
+    reason: 0 counter, 1 blocked (lockout), 2 cost exceeds capacity. Refund and block decisions add nothing.
+    A decision that failed has the error message (a string) instead of its all-allowed flag, and zeros.
   Time comes from the server's TIME only; nothing is stored but integers.
-  This runs on every request, so it is written for Redis's CPU: arguments are parsed once, verdicts are plain
-  arrays, and the usual single-policy consume makes no call beyond TIME, the lockout GET and its algorithm's own.
 ]]
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 local ALG = {}
@@ -20,77 +23,98 @@ local ALG = {}
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local mode = ARGV[1]
-local n = #KEYS / 2
+local reply = { now }
 
--- Policy i: algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
-local function policy(i)
-  local a = 2 + (i - 1) * 7
-  return ALG[tonumber(ARGV[a])], KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
-    tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), ARGV[a + 6]
+-- Policy i of the decision whose keys start at KEYS[k] and per-policy arguments at ARGV[a]:
+-- algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
+local function policy(k, a, i)
+  local p = a + (i - 1) * 7
+  return ALG[tonumber(ARGV[p])], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2]),
+    tonumber(ARGV[p + 3]), tonumber(ARGV[p + 4]), tonumber(ARGV[p + 5]), ARGV[p + 6]
 end
 
-if mode == 'r' or mode == 'b' then
+local function change(mode, n, k, a)
   for i = 1, n do
-    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(i)
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, a, i)
     if mode == 'r' then
       alg.refund(key, cost, limit, window, burst, now, token)
     else
       redis.call('SET', bkey, now + blockFor, 'PX', blockFor)
     end
   end
-  return { now }
 end
 
--- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
-local reply = { now, 1 }
-local verdicts = {}
-for i = 1, n do
-  local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(i)
-  local b = 3 + (i - 1) * 6
-  local until_ = tonumber(redis.call('GET', bkey))
-  if until_ and until_ > now then
-    reply[2] = 0
-    reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 0, 0, until_ - now, until_ - now, 0, 1
-  else
-    local r = alg.check(key, cost, limit, window, burst, now, token)
-    verdicts[i] = r
-    local capacity = limit
-    if alg.burst then capacity = burst end
-    if r[1] and cost <= capacity then
-      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 1, r[2], r[3], 0, r[5], 0
+-- Decides into reply[o] (all allowed) and the six slots per policy after it.
+local function decide(mode, n, k, a, o)
+  -- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
+  reply[o] = 1
+  local verdicts = {}
+  for i = 1, n do
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, a, i)
+    local b = o + 1 + (i - 1) * 6
+    local until_ = tonumber(redis.call('GET', bkey))
+    if until_ and until_ > now then
+      reply[o] = 0
+      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 0, 0, until_ - now, until_ - now, 0, 1
     else
-      reply[2] = 0
-      local reset, retry, reason = r[3], r[4], 0
-      if cost > capacity then
-        retry, reason = -1, 2
-      elseif blockFor > 0 and mode == 'c' then
-        redis.call('SET', bkey, now + blockFor, 'PX', blockFor)
-        if blockFor > retry then retry = blockFor end
-        if blockFor > reset then reset = blockFor end
-        reason = 1
+      local r = alg.check(key, cost, limit, window, burst, now, token)
+      verdicts[i] = r
+      local capacity = limit
+      if alg.burst then capacity = burst end
+      if r[1] and cost <= capacity then
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 1, r[2], r[3], 0, r[5], 0
+      else
+        reply[o] = 0
+        local reset, retry, reason = r[3], r[4], 0
+        if cost > capacity then
+          retry, reason = -1, 2
+        elseif blockFor > 0 and mode == 'c' then
+          redis.call('SET', bkey, now + blockFor, 'PX', blockFor)
+          if blockFor > retry then retry = blockFor end
+          if blockFor > reset then reset = blockFor end
+          reason = 1
+        end
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 0, r[2], reset, retry, r[5], reason
       end
-      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 0, r[2], reset, retry, r[5], reason
+    end
+  end
+
+  if mode == 'c' and reply[o] == 1 then
+    for i = 1, n do
+      local alg, key, _, cost, limit, window, burst, _, token = policy(k, a, i)
+      alg.commit(key, verdicts[i], now, cost, limit, window, burst, token)
+    end
+    return
+  end
+
+  -- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as
+  -- it stands, which is what a check of cost 0 sees.
+  for i = 1, n do
+    local b = o + 1 + (i - 1) * 6
+    if reply[b] == 1 then
+      local alg, key, _, _, limit, window, burst, _, token = policy(k, a, i)
+      local r = alg.check(key, 0, limit, window, burst, now, token)
+      reply[b + 1], reply[b + 2], reply[b + 4] = r[2], r[3], 0
     end
   end
 end
 
-if mode == 'c' and reply[2] == 1 then
-  for i = 1, n do
-    local alg, key, _, cost, limit, window, burst, _, token = policy(i)
-    alg.commit(key, verdicts[i], now, cost, limit, window, burst, token)
+local k, a = 1, 1
+while a <= #ARGV do
+  local mode, n = ARGV[a], tonumber(ARGV[a + 1])
+  if mode == 'r' or mode == 'b' then
+    change(mode, n, k, a + 2)
+  else
+    local o = #reply + 1
+    local ok, err = pcall(decide, mode, n, k, a + 2, o)
+    if not ok then
+      -- A decision that fails (a key holding someone else's data) fails alone, before it charged anything
+      -- (errors come from reading state): its message takes the all-allowed slot, the others go on.
+      if type(err) == 'table' then err = err.err end
+      reply[o] = tostring(err)
+      for j = o + 1, o + 6 * n do reply[j] = 0 end
+    end
   end
-  return reply
-end
-
--- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as
--- it stands, which is what a check of cost 0 sees.
-for i = 1, n do
-  local b = 3 + (i - 1) * 6
-  if reply[b] == 1 then
-    local alg, key, _, _, limit, window, burst, _, token = policy(i)
-    local r = alg.check(key, 0, limit, window, burst, now, token)
-    reply[b + 1], reply[b + 2], reply[b + 4] = r[2], r[3], 0
-  end
+  k, a = k + 2 * n, a + 2 + 7 * n
 end
 return reply

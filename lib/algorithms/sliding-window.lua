@@ -3,15 +3,15 @@
   previous one weighs by how much of it still overlaps the sliding window:
   allowed iff prev·(W − e) + (cur + cost)·W <= limit·W, e = ms into the current window (exact integers).
   KEY    state hash { w = current window id, c = its count, p = previous window's count }
-  Reply: { allowed, remaining, reset ms, retry ms, 0, window id, new count, prev }
+  Reply: { allowed, remaining, reset ms, retry ms, 0, window id, new count, prev, expiry moves? }
 ]]
 local function slidingCounts(key, window, now)
   local id = math.floor(now / window)
   local st = redis.call('HMGET', key, 'w', 'c', 'p')
   local sid = tonumber(st[1])
-  if sid == id then return id, tonumber(st[2]), tonumber(st[3]) end
-  if sid == id - 1 then return id, 0, tonumber(st[2]) end
-  return id, 0, 0
+  if sid == id then return id, tonumber(st[2]), tonumber(st[3]), false end
+  if sid == id - 1 then return id, 0, tonumber(st[2]), true end
+  return id, 0, 0, true
 end
 
 local function slidingReset(id, cur, prev, window, now)
@@ -22,12 +22,12 @@ end
 
 ALG[2] = {
   check = function(key, cost, limit, window, burst, now)
-    local id, cur, prev = slidingCounts(key, window, now)
+    local id, cur, prev, fresh = slidingCounts(key, window, now)
     local e = now - id * window
     local used = prev * (window - e) + cur * window
     if used + cost * window <= limit * window then
       local after = used + cost * window
-      return { true, math.floor((limit * window - after) / window), slidingReset(id, cur + cost, prev, window, now), 0, 0, id, cur + cost, prev }
+      return { true, math.floor((limit * window - after) / window), slidingReset(id, cur + cost, prev, window, now), 0, 0, id, cur + cost, prev, fresh or cur == 0 }
     end
     local retry
     local room = (limit - cur - cost) * window
@@ -45,7 +45,9 @@ ALG[2] = {
   commit = function(key, r)
     if r[3] == 0 then return end
     redis.call('HSET', key, 'w', r[6], 'c', r[7], 'p', r[8])
-    redis.call('PEXPIRE', key, r[3])
+    -- Once the current window holds a count, the expiry is (id + 2) * window until the window ends:
+    -- set it when it moves (a new window, or a first count), not on every hit.
+    if r[9] then redis.call('PEXPIRE', key, r[3]) end
   end,
   refund = function(key, cost, limit, window, burst, now)
     local id, cur, prev = slidingCounts(key, window, now)

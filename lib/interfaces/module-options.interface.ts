@@ -82,6 +82,14 @@ export interface RateLimitModuleOptions {
    * @default { maxKeys: 10_000 }
    */
   hotKeyShedding?: false | { maxKeys?: number };
+  /**
+   * On a standalone Redis, decisions made in the same event-loop tick share one script call (decided one
+   * after the other, exactly as separate calls would be): Node and Redis pay the per-command cost once per
+   * batch. Always off on a Cluster (one call cannot span slots). Turn it off behind a proxy that routes a
+   * call by its first key (Envoy, Twemproxy): a batch carries the keys of several trackers.
+   * @default true
+   */
+  batchDecisions?: boolean;
   /** Least interval between two store-error log lines, ms. @default 10_000 */
   storeErrorLogIntervalMs?: number;
   /** Hooks for metrics and audit. */

@@ -26,9 +26,10 @@ export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
 export function createStore(options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, clock?: RateLimitClock): RateLimitStore {
   const { redis } = options;
   if (redis === undefined) return new MemoryStore({ maxKeys: options.memory?.maxKeys, clock });
+  const batch = options.batchDecisions ?? true;
   const redisStore = isClient(redis)
-    ? new RedisStore(redis, registry.all(), false)
-    : new RedisStore(createClient(redis, options), registry.all(), true);
+    ? new RedisStore(redis, registry.all(), false, batch)
+    : new RedisStore(createClient(redis, options), registry.all(), true, batch);
   const resilient = new ResilientStore(redisStore, {
     timeoutMs: options.storeTimeoutMs ?? 100,
     insuranceShare: options.insuranceShare ?? 1,

@@ -15,11 +15,24 @@ import {
 /** A standalone client or a cluster: both route a script call by its first key. */
 export type RedisClient = Redis | Cluster;
 
+/** A script reply: integers, and an error message in the place of a decision that failed. */
+type Reply = ReadonlyArray<number | string>;
+
 type ScriptCommand = (...keysAndArgs: Array<string | number>) => Promise<unknown>;
 
 const MODE_CODE = { consume: 'c', peek: 'p' } as const;
 const REPLY_PER_CALL = 6;
 const KEYS_PER_CALL = 2;
+/** Most decisions sent in one batch call (keeps one script run short; more go in further calls). */
+export const MAX_BATCH = 64;
+
+/** A decision waiting for the batch of its tick. */
+interface Queued {
+  calls: readonly RateLimitCall[];
+  mode: DecisionMode;
+  resolve(decision: StoreDecision): void;
+  reject(error: unknown): void;
+}
 
 /**
  * The Redis store: every decision is one `EVALSHA` of a script registered with ioredis `defineCommand`
@@ -27,48 +40,50 @@ const KEYS_PER_CALL = 2;
  * nothing ran, so nothing counts twice). All keys of a decision share one hash tag, so it runs unchanged
  * on Redis Cluster.
  *
- * Every command has a fixed number of keys so that its first argument is a key: ioredis's auto-pipelining
- * on a Cluster groups custom commands by their first argument. So there is one lean command per algorithm
- * for the usual single-policy decision, and one per policy count for the script holding every algorithm.
- * All are defined up front: an auto-pipeline only knows the commands defined when it was created.
+ * On a standalone Redis, decisions made in the same tick share one call (`batch`, on by default): the
+ * script decides them one after the other, exactly as separate calls would, and Node and Redis pay the
+ * per-command cost once per batch instead of once per decision. A cluster cannot run keys of several
+ * slots in one script, so there every decision is its own call.
+ *
+ * Every per-decision command has a fixed number of keys so that its first argument is a key: ioredis's
+ * auto-pipelining on a Cluster groups custom commands by their first argument. So there is one lean
+ * command per algorithm for the usual single-policy decision, and one per policy count for the script
+ * holding every algorithm. All are defined up front: an auto-pipeline only knows the commands defined
+ * when it was created.
  */
 export class RedisStore implements RateLimitStore {
   private readonly single = new Map<string, ScriptCommand>();
   /** `multi[n]` decides n policies of any algorithms. */
   private readonly multi: ScriptCommand[] = [];
+  /** Any number of decisions of any algorithms; its first argument is the key count. */
+  private readonly batched?: ScriptCommand;
+  private queue: Queued[] = [];
 
   /**
    * @param client an ioredis client or cluster.
    * @param algorithms the algorithms whose scripts to register.
    * @param owned whether `close()` quits the client (only for clients this library created).
+   * @param batch whether decisions of one tick share a call; ignored (off) on a Cluster.
    */
   constructor(
     readonly client: RedisClient,
     algorithms: readonly RateLimitAlgorithm[],
     private readonly owned: boolean,
+    batch = true,
   ) {
     for (const algorithm of algorithms) {
-      this.single.set(algorithm.name, this.define(`rlDecide_${algorithm.keyTag}`, composeDecideScript([algorithm]), 1));
+      this.single.set(algorithm.name, this.define(`rlDecide_${algorithm.keyTag}`, composeDecideScript([algorithm]), KEYS_PER_CALL));
     }
     const all = composeDecideScript(algorithms);
-    for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = this.define(`rlDecideAll_${n}`, all, n);
+    for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = this.define(`rlDecideAll_${n}`, all, n * KEYS_PER_CALL);
+    if (batch && !client.isCluster) this.batched = this.define('rlDecideBatch', all, undefined);
   }
 
-  async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
-    const reply = (await this.run(calls, MODE_CODE[mode])) as number[];
-    const verdicts: StoreVerdict[] = [];
-    for (let i = 0; i < calls.length; i++) {
-      const b = 2 + i * REPLY_PER_CALL;
-      verdicts.push({
-        allowed: reply[b] === 1,
-        remaining: reply[b + 1],
-        resetMs: reply[b + 2],
-        retryAfterMs: reply[b + 3],
-        delayMs: reply[b + 4],
-        reason: reply[b + 5] as VerdictReason,
-      });
-    }
-    return { nowMs: reply[0], allowed: reply[1] === 1, verdicts };
+  decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    if (!this.batched || calls.length > MAX_POLICIES_PER_DECISION) return this.decideAlone(calls, mode);
+    return new Promise<StoreDecision>((resolve, reject) => {
+      if (this.queue.push({ calls, mode, resolve, reject }) === 1) process.nextTick(() => this.flush());
+    });
   }
 
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
@@ -106,35 +121,75 @@ export class RedisStore implements RateLimitStore {
     if (this.owned) await this.client.quit().catch(() => this.client.disconnect());
   }
 
-  private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
-    const keys: string[] = [];
-    const args: Array<string | number> = [mode];
-    for (const call of calls) {
-      const { algorithm, params } = call;
-      keys.push(call.stateKey, call.blockKey);
-      args.push(algorithm.id, call.cost, params.limit, params.windowMs, params.burst, call.blockForMs, call.token);
+  /** Sends the decisions queued in this tick: one call per {@link MAX_BATCH}, or the usual call for a lone one. */
+  private flush(): void {
+    const queue = this.queue;
+    this.queue = [];
+    if (queue.length === 1) {
+      const [only] = queue;
+      this.decideAlone(only.calls, only.mode).then(only.resolve, only.reject);
+      return;
     }
+    for (let start = 0; start < queue.length; start += MAX_BATCH) void this.sendBatch(queue.slice(start, start + MAX_BATCH));
+  }
+
+  private async sendBatch(batch: readonly Queued[]): Promise<void> {
+    const keys: string[] = [];
+    const args: Array<string | number> = [];
+    for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
+    let reply: Reply;
+    try {
+      reply = (await this.batched!(keys.length, ...keys, ...args)) as Reply;
+    } catch (error) {
+      // The call failed as a whole (connection, timeout): whether it ran is unknown, so no decision is
+      // retried (that could charge twice); each fails, as its own call would have.
+      for (const q of batch) q.reject(error);
+      return;
+    }
+    let offset = 1;
+    for (const q of batch) {
+      this.decision(q.calls, reply, offset).then(q.resolve, q.reject);
+      offset += 1 + q.calls.length * REPLY_PER_CALL;
+    }
+  }
+
+  private async decideAlone(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    return this.decision(calls, (await this.run(calls, MODE_CODE[mode])) as Reply, 1);
+  }
+
+  /** The decision at `offset` of a script reply, or the error the script reported in its place. */
+  private async decision(calls: readonly RateLimitCall[], reply: Reply, offset: number): Promise<StoreDecision> {
+    const flag = reply[offset];
+    if (typeof flag === 'string') throw await this.explain(calls, new RateLimitStoreError(`Redis failed the decision: ${flag}`));
+    return parseDecision(reply as readonly number[], offset, calls.length);
+  }
+
+  private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
     const command = (calls.length === 1 && this.single.get(calls[0].algorithm.name)) || this.multi[calls.length];
     if (!command) {
       throw new RateLimitStoreError(
         `A decision covers ${calls.length} policies of one tracker; at most ${MAX_POLICIES_PER_DECISION} are supported.`,
       );
     }
+    const keys: string[] = [];
+    const args: Array<string | number> = [];
+    appendCall(keys, args, calls, mode);
     try {
       return await command(...keys, ...args);
     } catch (error) {
-      if (error instanceof Error && error.message.includes('WRONGTYPE')) throw await this.explainWrongType(calls, error);
-      throw error;
+      throw error instanceof Error ? await this.explain(calls, error) : error;
     }
   }
 
-  private define(name: string, lua: string, policies: number): ScriptCommand {
-    this.client.defineCommand(name, { lua, numberOfKeys: policies * KEYS_PER_CALL });
+  /** `numberOfKeys` undefined: the command takes the key count as its first argument. */
+  private define(name: string, lua: string, numberOfKeys: number | undefined): ScriptCommand {
+    this.client.defineCommand(name, { lua, numberOfKeys });
     return (this.client as unknown as Record<string, ScriptCommand>)[name].bind(this.client);
   }
 
-  /** Names the key that holds someone else's data, so the operator can fix the prefix. */
-  private async explainWrongType(calls: readonly RateLimitCall[], cause: Error): Promise<Error> {
+  /** For a WRONGTYPE error, names the key that holds someone else's data, so the operator can fix the prefix. */
+  private async explain(calls: readonly RateLimitCall[], cause: Error): Promise<Error> {
+    if (!cause.message.includes('WRONGTYPE')) return cause;
     for (const call of calls) {
       for (const [key, expected] of [
         [call.stateKey, call.algorithm.redisType],
@@ -152,4 +207,31 @@ export class RedisStore implements RateLimitStore {
     }
     return cause;
   }
+}
+
+/** Appends one decision's keys and arguments in the layout of algorithms/decide.lua. */
+function appendCall(keys: string[], args: Array<string | number>, calls: readonly RateLimitCall[], mode: string): void {
+  args.push(mode, calls.length);
+  for (const call of calls) {
+    const { algorithm, params } = call;
+    keys.push(call.stateKey, call.blockKey);
+    args.push(algorithm.id, call.cost, params.limit, params.windowMs, params.burst, call.blockForMs, call.token);
+  }
+}
+
+/** One decision of a script reply: its all-allowed flag at `offset`, then six integers per policy. */
+function parseDecision(reply: readonly number[], offset: number, policies: number): StoreDecision {
+  const verdicts: StoreVerdict[] = [];
+  for (let i = 0; i < policies; i++) {
+    const b = offset + 1 + i * REPLY_PER_CALL;
+    verdicts.push({
+      allowed: reply[b] === 1,
+      remaining: reply[b + 1],
+      resetMs: reply[b + 2],
+      retryAfterMs: reply[b + 3],
+      delayMs: reply[b + 4],
+      reason: reply[b + 5] as VerdictReason,
+    });
+  }
+  return { nowMs: reply[0], allowed: reply[offset] === 1, verdicts };
 }

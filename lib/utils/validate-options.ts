@@ -16,6 +16,7 @@ const KNOWN_OPTIONS = new Set([
   'errorMessage',
   'insuranceShare',
   'hotKeyShedding',
+  'batchDecisions',
   'storeErrorLogIntervalMs',
   'hooks',
   'contexts',
@@ -55,6 +56,9 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
     throw fail(`storeErrorLogIntervalMs: ${describeValue(storeErrorLogIntervalMs)} must be a whole number of milliseconds ≥ 0.`);
   }
   oneOf('mode', mode, ['enforce', 'shadow']);
+  if (options.batchDecisions !== undefined && typeof options.batchDecisions !== 'boolean') {
+    throw fail(`batchDecisions: ${describeValue(options.batchDecisions)} must be true or false.`);
+  }
   if (storeTimeoutMs !== undefined && !(Number.isInteger(storeTimeoutMs) && storeTimeoutMs > 0)) {
     throw fail(`storeTimeoutMs: ${describeValue(storeTimeoutMs)} must be a whole number of milliseconds ≥ 1.`);
   }

@@ -123,3 +123,16 @@ it('consumeAll names the one key that is foreign, not its neighbours', async () 
   // All or nothing: the gcra state was not charged by the failed call.
   expect((await limiter.peek(policies[0], 'victim')).remaining).toBe(2);
 });
+
+it('in a batch (decisions of one tick share a call), only the decision that meets foreign data fails', async () => {
+  const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: 10_000 };
+  const foreignKey = `${PREFIX}:{victim}:svc:default:fw`;
+  await FOREIGN.list(redis, foreignKey);
+  const outcomes = await Promise.allSettled(['a', 'victim', 'b', 'a'].map((tracker) => limiter.consume(policy, tracker)));
+  expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+  expectNamesKey((outcomes[1] as PromiseRejectedResult).reason as Error, foreignKey, 'list', 'hash');
+  // The others were each charged once, in order: 'a' twice, 'b' once.
+  expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value.remaining : undefined))).toEqual([2, undefined, 2, 1]);
+  expect((await limiter.peek(policy, 'a')).remaining).toBe(1);
+  expect((await limiter.peek(policy, 'b')).remaining).toBe(2);
+});
