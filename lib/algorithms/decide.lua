@@ -11,10 +11,10 @@
           per policy (7 each): algorithm id, cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token (lease id or '')
   Reply (integers only):
     { now (server ms),
-      per consume/peek decision: all allowed (1|0),
-        per policy: allowed (1|0), remaining, reset (ms), retry after (ms, -1 = never), delay (ms), reason }
-    reason: 0 counter, 1 blocked (lockout), 2 cost exceeds capacity. Refund and block decisions add nothing.
-    A decision that failed has the error message (a string) instead of its all-allowed flag, and zeros.
+      per consume/peek decision, per policy: status, remaining, reset (ms), retry after (ms, -1 = never), delay (ms) }
+    status: 0 allowed; rejected: 1 by the counter, 2 blocked (lockout), 3 cost exceeds capacity.
+    Refund and block decisions add nothing. A decision that failed has its error message (a string) in
+    its first status slot, and zeros.
   Time comes from the server's TIME only; nothing is stored but integers.
 ]]
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
@@ -25,17 +25,17 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local reply = { now }
 
--- Policy i of the decision whose keys start at KEYS[k] and per-policy arguments at ARGV[a]:
--- algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
+-- Policy i of the decision whose keys start at KEYS[k] and per-policy arguments at ARGV[a], parsed:
+-- { algorithm, state key, block key, cost, limit, window, burst, blockFor, token }.
 local function policy(k, a, i)
   local p = a + (i - 1) * 7
-  return ALG[tonumber(ARGV[p])], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2]),
-    tonumber(ARGV[p + 3]), tonumber(ARGV[p + 4]), tonumber(ARGV[p + 5]), ARGV[p + 6]
+  return { ALG[tonumber(ARGV[p])], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2]),
+    tonumber(ARGV[p + 3]), tonumber(ARGV[p + 4]), tonumber(ARGV[p + 5]), ARGV[p + 6] }
 end
 
 local function change(mode, n, k, a)
   for i = 1, n do
-    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, a, i)
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token = unpack(policy(k, a, i))
     if mode == 'r' then
       alg.refund(key, cost, limit, window, burst, now, token)
     else
@@ -44,44 +44,45 @@ local function change(mode, n, k, a)
   end
 end
 
--- Decides into reply[o] (all allowed) and the six slots per policy after it.
+-- Decides into the five reply slots per policy from reply[o].
 local function decide(mode, n, k, a, o)
   -- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
-  reply[o] = 1
-  local verdicts = {}
+  local allowed = true
+  local ps, verdicts = {}, {}
   for i = 1, n do
-    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, a, i)
-    local b = o + 1 + (i - 1) * 6
+    ps[i] = policy(k, a, i)
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token = unpack(ps[i])
+    local b = o + (i - 1) * 5
     local until_ = tonumber(redis.call('GET', bkey))
     if until_ and until_ > now then
-      reply[o] = 0
-      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 0, 0, until_ - now, until_ - now, 0, 1
+      allowed = false
+      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4] = 2, 0, until_ - now, until_ - now, 0
     else
       local r = alg.check(key, cost, limit, window, burst, now, token)
       verdicts[i] = r
       local capacity = limit
       if alg.burst then capacity = burst end
       if r[1] and cost <= capacity then
-        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 1, r[2], r[3], 0, r[5], 0
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4] = 0, r[2], r[3], 0, r[5]
       else
-        reply[o] = 0
-        local reset, retry, reason = r[3], r[4], 0
+        allowed = false
+        local status, reset, retry = 1, r[3], r[4]
         if cost > capacity then
-          retry, reason = -1, 2
+          status, retry = 3, -1
         elseif blockFor > 0 and mode == 'c' then
           redis.call('SET', bkey, now + blockFor, 'PX', blockFor)
           if blockFor > retry then retry = blockFor end
           if blockFor > reset then reset = blockFor end
-          reason = 1
+          status = 2
         end
-        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 0, r[2], reset, retry, r[5], reason
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4] = status, r[2], reset, retry, r[5]
       end
     end
   end
 
-  if mode == 'c' and reply[o] == 1 then
+  if mode == 'c' and allowed then
     for i = 1, n do
-      local alg, key, _, cost, limit, window, burst, _, token = policy(k, a, i)
+      local alg, key, _, cost, limit, window, burst, _, token = unpack(ps[i])
       alg.commit(key, verdicts[i], now, cost, limit, window, burst, token)
     end
     return
@@ -90,9 +91,9 @@ local function decide(mode, n, k, a, o)
   -- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as
   -- it stands, which is what a check of cost 0 sees.
   for i = 1, n do
-    local b = o + 1 + (i - 1) * 6
-    if reply[b] == 1 then
-      local alg, key, _, _, limit, window, burst, _, token = policy(k, a, i)
+    local b = o + (i - 1) * 5
+    if reply[b] == 0 then
+      local alg, key, _, _, limit, window, burst, _, token = unpack(ps[i])
       local r = alg.check(key, 0, limit, window, burst, now, token)
       reply[b + 1], reply[b + 2], reply[b + 4] = r[2], r[3], 0
     end
@@ -109,10 +110,10 @@ while a <= #ARGV do
     local ok, err = pcall(decide, mode, n, k, a + 2, o)
     if not ok then
       -- A decision that fails (a key holding someone else's data) fails alone, before it charged anything
-      -- (errors come from reading state): its message takes the all-allowed slot, the others go on.
+      -- (errors come from reading state): its message takes its first slot, the others go on.
       if type(err) == 'table' then err = err.err end
       reply[o] = tostring(err)
-      for j = o + 1, o + 6 * n do reply[j] = 0 end
+      for j = o + 1, o + 5 * n - 1 do reply[j] = 0 end
     end
   end
   k, a = k + 2 * n, a + 2 + 7 * n

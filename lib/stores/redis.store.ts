@@ -18,10 +18,11 @@ export type RedisClient = Redis | Cluster;
 /** A script reply: integers, and an error message in the place of a decision that failed. */
 type Reply = ReadonlyArray<number | string>;
 
-type ScriptCommand = (...keysAndArgs: Array<string | number>) => Promise<unknown>;
+/** A defined command; ioredis flattens array arguments (no spreading of long lists per call). */
+type ScriptCommand = (...keysAndArgs: Array<string | number | Array<string | number>>) => Promise<unknown>;
 
 const MODE_CODE = { consume: 'c', peek: 'p' } as const;
-const REPLY_PER_CALL = 6;
+const REPLY_PER_CALL = 5;
 const KEYS_PER_CALL = 2;
 /** Most decisions sent in one batch call (keeps one script run short; more go in further calls). */
 export const MAX_BATCH = 64;
@@ -139,7 +140,7 @@ export class RedisStore implements RateLimitStore {
     for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
     let reply: Reply;
     try {
-      reply = (await this.batched!(keys.length, ...keys, ...args)) as Reply;
+      reply = (await this.batched!(keys.length, keys, args)) as Reply;
     } catch (error) {
       // The call failed as a whole (connection, timeout): whether it ran is unknown, so no decision is
       // retried (that could charge twice); each fails, as its own call would have.
@@ -149,7 +150,7 @@ export class RedisStore implements RateLimitStore {
     let offset = 1;
     for (const q of batch) {
       this.decision(q.calls, reply, offset).then(q.resolve, q.reject);
-      offset += 1 + q.calls.length * REPLY_PER_CALL;
+      offset += q.calls.length * REPLY_PER_CALL;
     }
   }
 
@@ -175,7 +176,7 @@ export class RedisStore implements RateLimitStore {
     const args: Array<string | number> = [];
     appendCall(keys, args, calls, mode);
     try {
-      return await command(...keys, ...args);
+      return await command(keys, args);
     } catch (error) {
       throw error instanceof Error ? await this.explain(calls, error) : error;
     }
@@ -219,19 +220,22 @@ function appendCall(keys: string[], args: Array<string | number>, calls: readonl
   }
 }
 
-/** One decision of a script reply: its all-allowed flag at `offset`, then six integers per policy. */
+/** One decision of a script reply: five integers per policy from `offset` (see algorithms/decide.lua). */
 function parseDecision(reply: readonly number[], offset: number, policies: number): StoreDecision {
   const verdicts: StoreVerdict[] = [];
+  let allowed = true;
   for (let i = 0; i < policies; i++) {
-    const b = offset + 1 + i * REPLY_PER_CALL;
+    const b = offset + i * REPLY_PER_CALL;
+    const status = reply[b];
+    if (status !== 0) allowed = false;
     verdicts.push({
-      allowed: reply[b] === 1,
+      allowed: status === 0,
       remaining: reply[b + 1],
       resetMs: reply[b + 2],
       retryAfterMs: reply[b + 3],
       delayMs: reply[b + 4],
-      reason: reply[b + 5] as VerdictReason,
+      reason: (status === 0 ? 0 : status - 1) as VerdictReason,
     });
   }
-  return { nowMs: reply[0], allowed: reply[offset] === 1, verdicts };
+  return { nowMs: reply[0], allowed, verdicts };
 }
