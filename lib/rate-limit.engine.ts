@@ -59,13 +59,18 @@ export class RateLimitEngine {
   }
 
   async decide(trackerPrefix: string, requests: readonly PolicyRequest[], mode: DecisionMode): Promise<EngineDecision> {
-    const started = performance.now();
+    const hook = this.options.hooks?.decision;
+    const started = hook ? performance.now() : 0;
     const calls = this.calls(trackerPrefix, requests);
-    const shadow = requests.map((r) => this.isShadow(r.compiled));
-    const result = shadow.some(Boolean)
-      ? await this.decideSplit(requests, calls, shadow, mode)
+    const result = requests.some((r) => this.isShadow(r.compiled))
+      ? await this.decideSplit(
+          requests,
+          calls,
+          requests.map((r) => this.isShadow(r.compiled)),
+          mode,
+        )
       : this.toEngineDecision(requests, calls, await this.store.decide(calls, mode));
-    this.options.hooks?.decision?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
+    hook?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
     return result;
   }
 

@@ -149,20 +149,21 @@ export class RedisStore implements RateLimitStore {
     }
     let offset = 1;
     for (const q of batch) {
-      this.decision(q.calls, reply, offset).then(q.resolve, q.reject);
+      if (typeof reply[offset] === 'string') this.failure(q.calls, reply[offset] as string).then(q.reject, q.reject);
+      else q.resolve(parseDecision(reply as readonly number[], offset, q.calls.length));
       offset += q.calls.length * REPLY_PER_CALL;
     }
   }
 
   private async decideAlone(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
-    return this.decision(calls, (await this.run(calls, MODE_CODE[mode])) as Reply, 1);
+    const reply = (await this.run(calls, MODE_CODE[mode])) as Reply;
+    if (typeof reply[1] === 'string') throw await this.failure(calls, reply[1]);
+    return parseDecision(reply as readonly number[], 1, calls.length);
   }
 
-  /** The decision at `offset` of a script reply, or the error the script reported in its place. */
-  private async decision(calls: readonly RateLimitCall[], reply: Reply, offset: number): Promise<StoreDecision> {
-    const flag = reply[offset];
-    if (typeof flag === 'string') throw await this.explain(calls, new RateLimitStoreError(`Redis failed the decision: ${flag}`));
-    return parseDecision(reply as readonly number[], offset, calls.length);
+  /** The error for a decision the script reported as failed (its message in place of the decision). */
+  private failure(calls: readonly RateLimitCall[], message: string): Promise<Error> {
+    return this.explain(calls, new RateLimitStoreError(`Redis failed the decision: ${message}`));
   }
 
   private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
