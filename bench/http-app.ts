@@ -7,7 +7,17 @@
  *      BENCH_HTTP_ALGORITHM, BENCH_HTTP_PEER_AUTOPIPELINE=1 (give the peer's Redis client auto-pipelining too).
  */
 import 'reflect-metadata';
-import { Controller, Get, Module, type DynamicModule, type INestApplication, type Provider, type Type } from '@nestjs/common';
+import {
+  Controller,
+  Get,
+  Injectable,
+  Module,
+  type CanActivate,
+  type DynamicModule,
+  type INestApplication,
+  type Provider,
+  type Type,
+} from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
@@ -15,7 +25,7 @@ import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis'
 import * as lib from '../lib';
 import type { RateLimitAlgorithmName } from '../lib';
 
-export const VARIANTS = ['bare', 'ours-memory', 'ours-redis', 'throttler-memory', 'throttler-redis'] as const;
+export const VARIANTS = ['bare', 'noop-guard', 'ours-memory', 'ours-redis', 'throttler-memory', 'throttler-redis'] as const;
 export type HttpVariant = (typeof VARIANTS)[number];
 export type LimitMode = 'allow' | 'reject';
 
@@ -26,6 +36,14 @@ const WINDOW_MS = 60_000;
 /** Whether this checkout has the guard (it landed while the suite was written; older trees lack it). */
 export function hasLibGuard(): boolean {
   return 'RateLimitGuard' in lib;
+}
+
+/** What any global guard costs in Nest, whatever it does: the floor under every limiter's guard. */
+@Injectable()
+class NoopGuard implements CanActivate {
+  async canActivate(): Promise<boolean> {
+    return true;
+  }
 }
 
 @Controller()
@@ -41,6 +59,7 @@ function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: strin
   const limit = LIMIT[mode];
   switch (variant) {
     case 'bare':
+    case 'noop-guard':
       return [];
     case 'ours-memory':
     case 'ours-redis':
@@ -48,6 +67,7 @@ function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: strin
         lib.RateLimitModule.forRoot({
           ...(variant === 'ours-redis' ? { redis: redisUrl } : {}),
           prefix: `rl-${mode}`,
+          ...(process.env.BENCH_HTTP_HEADERS ? { headers: process.env.BENCH_HTTP_HEADERS as 'none' } : {}),
           defaultPolicy: { algorithm, limit, window: WINDOW_MS },
         }),
       ];
@@ -65,7 +85,11 @@ function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: strin
 }
 
 function appModule(variant: HttpVariant, mode: LimitMode, redisUrl: string): Type {
-  const providers: Provider[] = variant.startsWith('throttler') ? [{ provide: APP_GUARD, useClass: ThrottlerGuard }] : [];
+  const providers: Provider[] = variant.startsWith('throttler')
+    ? [{ provide: APP_GUARD, useClass: ThrottlerGuard }]
+    : variant === 'noop-guard'
+      ? [{ provide: APP_GUARD, useClass: NoopGuard }]
+      : [];
   @Module({ imports: rateLimitImports(variant, mode, redisUrl), controllers: [BenchController], providers })
   class BenchAppModule {}
   return BenchAppModule;

@@ -1,3 +1,4 @@
+import type { AlgorithmVerdict } from '../algorithms/algorithm.interface';
 import { LruMap } from '../utils/lru-map';
 import type { RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, DecisionMode } from './store.interface';
 
@@ -34,6 +35,9 @@ export class MemoryStore implements RateLimitStore {
   private readonly entries = new LruMap<Entry>();
   private readonly maxKeys: number;
   private readonly clock: RateLimitClock;
+  /** The sweep's `now`, read by {@link expired} (one predicate for the store's life, none per write). */
+  private sweepNow = 0;
+  private readonly expired = (entry: Entry): boolean => this.sweepNow > entry.expiresAt;
 
   constructor(options: MemoryStoreOptions = {}) {
     this.maxKeys = options.maxKeys ?? 100_000;
@@ -53,15 +57,19 @@ export class MemoryStore implements RateLimitStore {
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
     const now = Math.floor(this.clock());
     const verdicts: StoreVerdict[] = [];
-    const commits: Array<() => void> = [];
+    const charges: Array<AlgorithmVerdict<unknown> | undefined> = [];
     let allowed = true;
     for (const call of calls) {
-      const verdict = this.check(call, now, mode, commits);
+      const verdict = this.check(call, now, mode, charges);
       if (!verdict.allowed) allowed = false;
       verdicts.push(verdict);
     }
-    if (mode === 'consume' && allowed) for (const commit of commits) commit();
-    else this.reportUncharged(calls, verdicts, now);
+    if (mode === 'consume' && allowed) {
+      for (let i = 0; i < calls.length; i++) {
+        const charge = charges[i];
+        if (charge) this.write(calls[i].stateKey, charge.next, charge.ttlMs, now);
+      }
+    } else this.reportUncharged(calls, verdicts, now);
     return { nowMs: now, allowed, verdicts };
   }
 
@@ -89,7 +97,9 @@ export class MemoryStore implements RateLimitStore {
     this.entries.clear();
   }
 
-  private check(call: RateLimitCall, now: number, mode: DecisionMode, commits: Array<() => void>): StoreVerdict {
+  /** Checks one call; `charges` gets its algorithm verdict to commit when allowed (undefined otherwise). */
+  private check(call: RateLimitCall, now: number, mode: DecisionMode, charges: Array<AlgorithmVerdict<unknown> | undefined>): StoreVerdict {
+    charges.push(undefined);
     const until = this.read(call.blockKey, now) as number | undefined;
     if (until !== undefined && until > now) {
       return { allowed: false, remaining: 0, resetMs: until - now, retryAfterMs: until - now, delayMs: 0, reason: 1 };
@@ -115,7 +125,7 @@ export class MemoryStore implements RateLimitStore {
       verdict.resetMs = Math.max(verdict.resetMs, call.blockForMs);
       verdict.reason = 1;
     }
-    if (v.allowed) commits.push(() => this.write(call.stateKey, v.next, v.ttlMs, now));
+    if (v.allowed) charges[charges.length - 1] = v;
     return verdict;
   }
 
@@ -151,7 +161,8 @@ export class MemoryStore implements RateLimitStore {
 
   /** Drops a few expired entries from the least recently used end, and evicts past `maxKeys`. */
   private sweep(now: number): void {
-    for (const [key, entry] of this.entries.oldestFirst(SWEEP_BATCH)) if (now > entry.expiresAt) this.entries.delete(key);
+    this.sweepNow = now;
+    this.entries.pruneOldest(SWEEP_BATCH, this.expired);
     while (this.entries.size > this.maxKeys) this.entries.delete(this.entries.oldest()!);
   }
 }

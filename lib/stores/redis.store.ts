@@ -41,7 +41,7 @@ interface Queued {
  * nothing ran, so nothing counts twice). All keys of a decision share one hash tag, so it runs unchanged
  * on Redis Cluster.
  *
- * On a standalone Redis, decisions made in the same tick share one call (`batch`, on by default): the
+ * On a standalone Redis, decisions made in the same event-loop turn share one call (`batch`, on by default): the
  * script decides them one after the other, exactly as separate calls would, and Node and Redis pay the
  * per-command cost once per batch instead of once per decision. A cluster cannot run keys of several
  * slots in one script, so there every decision is its own call.
@@ -83,7 +83,8 @@ export class RedisStore implements RateLimitStore {
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     if (!this.batched || calls.length > MAX_POLICIES_PER_DECISION) return this.decideAlone(calls, mode);
     return new Promise<StoreDecision>((resolve, reject) => {
-      if (this.queue.push({ calls, mode, resolve, reject }) === 1) process.nextTick(() => this.flush());
+      // setImmediate, not nextTick: requests read from several sockets in one poll phase join one batch.
+      if (this.queue.push({ calls, mode, resolve, reject }) === 1) setImmediate(() => this.flush());
     });
   }
 

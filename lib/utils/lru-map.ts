@@ -30,12 +30,20 @@ export class LruMap<V> {
     return node?.value;
   }
 
-  /** Stores `value` as the most recently used. */
+  /** Stores `value` as the most recently used (a key already present keeps its node: no map churn). */
   set(key: string, value: V): void {
-    this.delete(key);
-    const node: Node<V> = { key, value, prev: undefined, next: undefined };
-    this.nodes.set(key, node);
-    this.append(node);
+    const node = this.nodes.get(key);
+    if (node) {
+      node.value = value;
+      if (node !== this.newestNode) {
+        this.unlink(node);
+        this.append(node);
+      }
+      return;
+    }
+    const added: Node<V> = { key, value, prev: undefined, next: undefined };
+    this.nodes.set(key, added);
+    this.append(added);
   }
 
   delete(key: string): boolean {
@@ -59,6 +67,16 @@ export class LruMap<V> {
   /** Every entry, least recently used first. */
   *[Symbol.iterator](): Generator<[string, V]> {
     yield* this.oldestFirst(Infinity);
+  }
+
+  /** Deletes those of the `count` least recently used entries that `stale` says are (no allocation: hot path). */
+  pruneOldest(count: number, stale: (value: V) => boolean): void {
+    let node = this.oldestNode;
+    for (let i = 0; node && i < count; i++) {
+      const next = node.next;
+      if (stale(node.value)) this.delete(node.key);
+      node = next;
+    }
   }
 
   /** Up to `count` entries, least recently used first (safe to delete the yielded key while iterating). */
