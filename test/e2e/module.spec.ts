@@ -131,6 +131,12 @@ describe.each(ADAPTERS)('bootstrap validation on %s', (adapter) => {
     );
   });
 
+  it('rejects a batchDecisions that is not a boolean', async () => {
+    await expect(boot([], { batchDecisions: 'yes' as never })).rejects.toThrow(
+      `RateLimitModule options: batchDecisions: "yes" must be true or false.`,
+    );
+  });
+
   it('rejects an invalid defaultPolicy, naming the field', async () => {
     await expect(boot([], { defaultPolicy: { algorithm: 'token-bucket', limit: 10, window: '1 fortnight' as never } })).rejects.toThrow(
       `RateLimitModule options: defaultPolicy: window: "1 fortnight" is not a valid duration; use a positive whole number of milliseconds or a string such as '250ms', '1s', '1m', '1h', '1d'.`,
