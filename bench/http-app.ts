@@ -67,7 +67,7 @@ function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: strin
         lib.RateLimitModule.forRoot({
           ...(variant === 'ours-redis' ? { redis: redisUrl } : {}),
           prefix: `rl-${mode}`,
-          ...(process.env.BENCH_HTTP_HEADERS ? { headers: process.env.BENCH_HTTP_HEADERS as 'none' } : {}),
+          ...(process.env.BENCH_HTTP_HEADERS ? { headers: process.env.BENCH_HTTP_HEADERS as lib.RateLimitHeadersMode } : {}),
           defaultPolicy: { algorithm, limit, window: WINDOW_MS },
         }),
       ];

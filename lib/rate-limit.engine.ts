@@ -63,12 +63,7 @@ export class RateLimitEngine {
     const started = hook ? performance.now() : 0;
     const calls = this.calls(trackerPrefix, requests);
     const result = requests.some((r) => this.isShadow(r.compiled))
-      ? await this.decideSplit(
-          requests,
-          calls,
-          requests.map((r) => this.isShadow(r.compiled)),
-          mode,
-        )
+      ? await this.decideSplit(requests, calls, mode)
       : this.toEngineDecision(requests, calls, await this.store.decide(calls, mode));
     hook?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
     return result;
@@ -84,12 +79,8 @@ export class RateLimitEngine {
     return compiled.policy.mode === undefined ? this.options.mode === 'shadow' : compiled.shadow;
   }
 
-  private async decideSplit(
-    requests: readonly PolicyRequest[],
-    calls: RateLimitCall[],
-    shadow: boolean[],
-    mode: DecisionMode,
-  ): Promise<EngineDecision> {
+  private async decideSplit(requests: readonly PolicyRequest[], calls: RateLimitCall[], mode: DecisionMode): Promise<EngineDecision> {
+    const shadow = requests.map((r) => this.isShadow(r.compiled));
     const pick = <T>(items: readonly T[], wanted: boolean) => items.filter((_, i) => shadow[i] === wanted);
     const [enforced, shadowed] = await Promise.all(
       [false, true].map(async (wanted) => {

@@ -81,10 +81,11 @@ export class RedisStore implements RateLimitStore {
   }
 
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
-    if (!this.batched || calls.length > MAX_POLICIES_PER_DECISION) return this.decideAlone(calls, mode);
     return new Promise<StoreDecision>((resolve, reject) => {
+      const queued: Queued = { calls, mode, resolve, reject };
+      if (!this.batched || calls.length > MAX_POLICIES_PER_DECISION) void this.send([queued]);
       // setImmediate, not nextTick: requests read from several sockets in one poll phase join one batch.
-      if (this.queue.push({ calls, mode, resolve, reject }) === 1) setImmediate(() => this.flush());
+      else if (this.queue.push(queued) === 1) setImmediate(() => this.flush());
     });
   }
 
@@ -123,25 +124,25 @@ export class RedisStore implements RateLimitStore {
     if (this.owned) await this.client.quit().catch(() => this.client.disconnect());
   }
 
-  /** Sends the decisions queued in this tick: one call per {@link MAX_BATCH}, or the usual call for a lone one. */
+  /** Sends the decisions queued in this turn, in calls of at most {@link MAX_BATCH}. */
   private flush(): void {
     const queue = this.queue;
     this.queue = [];
-    if (queue.length === 1) {
-      const [only] = queue;
-      this.decideAlone(only.calls, only.mode).then(only.resolve, only.reject);
-      return;
-    }
-    for (let start = 0; start < queue.length; start += MAX_BATCH) void this.sendBatch(queue.slice(start, start + MAX_BATCH));
+    for (let start = 0; start < queue.length; start += MAX_BATCH) void this.send(queue.slice(start, start + MAX_BATCH));
   }
 
-  private async sendBatch(batch: readonly Queued[]): Promise<void> {
-    const keys: string[] = [];
-    const args: Array<string | number> = [];
-    for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
+  /** One script call for `batch`: a lone decision takes its lean per-algorithm command, several the batch command. */
+  private async send(batch: readonly Queued[]): Promise<void> {
     let reply: Reply;
     try {
-      reply = (await this.batched!(keys.length, keys, args)) as Reply;
+      if (batch.length === 1) {
+        reply = (await this.run(batch[0].calls, MODE_CODE[batch[0].mode])) as Reply;
+      } else {
+        const keys: string[] = [];
+        const args: Array<string | number> = [];
+        for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
+        reply = (await this.batched!(keys.length, keys, args)) as Reply;
+      }
     } catch (error) {
       // The call failed as a whole (connection, timeout): whether it ran is unknown, so no decision is
       // retried (that could charge twice); each fails, as its own call would have.
@@ -150,21 +151,13 @@ export class RedisStore implements RateLimitStore {
     }
     let offset = 1;
     for (const q of batch) {
-      if (typeof reply[offset] === 'string') this.failure(q.calls, reply[offset] as string).then(q.reject, q.reject);
+      const flag = reply[offset];
+      // A decision the script reported as failed has its message in place of its first status.
+      if (typeof flag === 'string')
+        this.explain(q.calls, new RateLimitStoreError(`Redis failed the decision: ${flag}`)).then(q.reject, q.reject);
       else q.resolve(parseDecision(reply as readonly number[], offset, q.calls.length));
       offset += q.calls.length * REPLY_PER_CALL;
     }
-  }
-
-  private async decideAlone(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
-    const reply = (await this.run(calls, MODE_CODE[mode])) as Reply;
-    if (typeof reply[1] === 'string') throw await this.failure(calls, reply[1]);
-    return parseDecision(reply as readonly number[], 1, calls.length);
-  }
-
-  /** The error for a decision the script reported as failed (its message in place of the decision). */
-  private failure(calls: readonly RateLimitCall[], message: string): Promise<Error> {
-    return this.explain(calls, new RateLimitStoreError(`Redis failed the decision: ${message}`));
   }
 
   private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
