@@ -59,14 +59,26 @@ export class RateLimitEngine {
   }
 
   async decide(trackerPrefix: string, requests: readonly PolicyRequest[], mode: DecisionMode): Promise<EngineDecision> {
-    const hook = this.options.hooks?.decision;
-    const started = hook ? performance.now() : 0;
+    return this.decideNowOrLater(trackerPrefix, requests, mode);
+  }
+
+  /**
+   * {@link decide}, answered synchronously when the store decides in-process (the memory store), so the
+   * guard's hot path makes no promise at all; a promise otherwise.
+   */
+  decideNowOrLater(
+    trackerPrefix: string,
+    requests: readonly PolicyRequest[],
+    mode: DecisionMode,
+  ): EngineDecision | Promise<EngineDecision> {
+    const started = this.options.hooks?.decision ? performance.now() : 0;
     const calls = this.calls(trackerPrefix, requests);
-    const result = requests.some((r) => this.isShadow(r.compiled))
-      ? await this.decideSplit(requests, calls, mode)
-      : this.toEngineDecision(requests, calls, await this.store.decide(calls, mode));
-    hook?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
-    return result;
+    if (requests.some((r) => this.isShadow(r.compiled))) {
+      return this.decideSplit(requests, calls, mode).then((result) => this.reported(result, started));
+    }
+    const now = this.store.decideSync?.(calls, mode);
+    if (now) return this.reported(this.toEngineDecision(requests, calls, now), started);
+    return this.store.decide(calls, mode).then((result) => this.reported(this.toEngineDecision(requests, calls, result), started));
   }
 
   /** Gives back the cost of `calls` (count-only outcomes), or releases their leases (`concurrency`). */
@@ -99,6 +111,12 @@ export class RateLimitEngine {
       }
     }
     return { allowed: enforced?.allowed ?? true, decisions, calls };
+  }
+
+  /** Tells the decision hook, when there is one, and passes the result on. */
+  private reported(result: EngineDecision, started: number): EngineDecision {
+    this.options.hooks?.decision?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
+    return result;
   }
 
   private toEngineDecision(requests: readonly PolicyRequest[], calls: RateLimitCall[], result: StoreDecision): EngineDecision {

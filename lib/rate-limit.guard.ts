@@ -42,20 +42,27 @@ export class RateLimitGuard implements CanActivate {
     this.contexts = new RateLimitContexts(options);
   }
 
-  async canActivate(context: ExecutionContext): Promise<boolean> {
+  /** Synchronous (no promise) when the store decides in-process and the route needs no waiting. */
+  canActivate(context: ExecutionContext): boolean | Promise<boolean> {
     const type = this.contexts.limited(context);
     if (!type) return true;
     const plan = this.routes.plan(context.getClass(), context.getHandler());
     if (!plan) return true;
     const caller = this.contexts.adapt(type, context);
     if (!caller.claim()) return true;
-    const outcome = await decideRoute({ plan, context, caller, engine: this.engine, prefix: this.prefix, ipv6Subnet: this.ipv6Subnet });
+    const outcome = decideRoute({ plan, context, caller, engine: this.engine, prefix: this.prefix, ipv6Subnet: this.ipv6Subnet });
+    if (outcome instanceof Promise) return outcome.then((o) => this.conclude(caller, plan, o));
+    return this.conclude(caller, plan, outcome);
+  }
+
+  /** Answers the call: headers, then a rejection thrown, or a pass (after the shaping delay, if any). */
+  private conclude(caller: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): boolean | Promise<boolean> {
     writeRateLimitHeaders(caller, this.options.headers ?? 'ietf', outcome.members, outcome.decisions);
     this.reportShadow(plan, outcome);
     if (!outcome.allowed) throw this.rejection(caller, outcome.decisions);
     if (plan.settles) this.settleOnEnd(caller, plan, outcome);
-    await this.shape(plan, outcome.decisions);
-    return true;
+    const delayMs = this.shapingDelay(plan, outcome.decisions);
+    return delayMs > 0 ? this.holds.hold(delayMs).then(() => true) : true;
   }
 
   /** The error a rejected call is answered with, shaped for its transport by its context adapter. */
@@ -88,13 +95,13 @@ export class RateLimitGuard implements CanActivate {
     });
   }
 
-  /** Holds the request for the longest `leaky-bucket` delay among enforced policies (shaping). */
-  private async shape(plan: RoutePlan, decisions: RateLimitDecision[]): Promise<void> {
+  /** How long to hold the request: the longest `leaky-bucket` delay among enforced policies (shaping). */
+  private shapingDelay(plan: RoutePlan, decisions: RateLimitDecision[]): number {
     let delayMs = 0;
     decisions.forEach((d, i) => {
       if (!this.engine.isShadow(plan.policies[i].compiled) && d.delayMs !== undefined && d.delayMs > delayMs) delayMs = d.delayMs;
     });
-    if (delayMs > 0) await this.holds.hold(delayMs);
+    return delayMs;
   }
 
   private reportShadow(plan: RoutePlan, outcome: RouteOutcome): void {

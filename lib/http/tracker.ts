@@ -30,8 +30,7 @@ export async function resolveTracker(
   source: TrackerSource,
   ipv6Subnet: number,
 ): Promise<string> {
-  if (by === undefined || by === 'ip') return source.defaultTracker(ipv6Subnet);
-  if (by === 'user') return userTracker(source.user) ?? source.defaultTracker(ipv6Subnet);
+  if (typeof by !== 'function') return knownTracker(by, source, ipv6Subnet);
   const value: unknown = await by(context);
   if (value === undefined || value === null || value === '') return source.defaultTracker(ipv6Subnet);
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
@@ -41,6 +40,12 @@ export async function resolveTracker(
     );
   }
   return value;
+}
+
+/** The tracker of `'ip'`, `'user'` or no `by`, which needs no waiting (see {@link resolveTracker}). */
+export function knownTracker(by: 'ip' | 'user' | undefined, source: TrackerSource, ipv6Subnet: number): string {
+  if (by === 'user') return userTracker(source.user) ?? source.defaultTracker(ipv6Subnet);
+  return source.defaultTracker(ipv6Subnet);
 }
 
 /** `ip:<address>` (IPv6 grouped by `ipv6Subnet`); `ip:unknown` when there is no address (the socket is gone). */

@@ -1,5 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { resolveTracker, type TrackerSource } from '../http/tracker';
+import { knownTracker, resolveTracker, type TrackerSource } from '../http/tracker';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
@@ -41,8 +41,31 @@ interface GroupResult {
  * Decides every policy of a route. Policies sharing a tracker go to the engine in one call (atomic: all
  * pass or none is charged). Policies on different trackers live in different hash slots, so they are
  * decided in parallel and, when any rejects, the groups that were charged are refunded.
+ * The usual route (one tracker known without waiting, fixed limits) makes no promise of its own, and none
+ * at all on a store that decides in-process.
  */
-export async function decideRoute(input: RouteDecisionInput): Promise<RouteOutcome> {
+export function decideRoute(input: RouteDecisionInput): RouteOutcome | Promise<RouteOutcome> {
+  const { groups } = input.plan;
+  const group = groups[0];
+  if (groups.length === 1 && group.staticRequests && typeof group.by !== 'function') {
+    return decideStatic(group, group.staticRequests, group.by, input);
+  }
+  return decideGroups(input);
+}
+
+function decideStatic(
+  group: TrackerGroup,
+  requests: PolicyRequest[],
+  by: 'ip' | 'user' | undefined,
+  { plan, caller, engine, prefix, ipv6Subnet }: RouteDecisionInput,
+): RouteOutcome | Promise<RouteOutcome> {
+  const tracker = knownTracker(by, caller, ipv6Subnet);
+  const result = engine.decideNowOrLater(trackerKeyPrefix(prefix, tracker), requests, 'consume');
+  if (result instanceof Promise) return result.then((r) => assemble([{ group, tracker, requests, result: r }], r.allowed, plan));
+  return assemble([{ group, tracker, requests, result }], result.allowed, plan);
+}
+
+async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
   const settled = await Promise.allSettled(input.plan.groups.map((group) => decideGroup(group, input)));
   const results = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');

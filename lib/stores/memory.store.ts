@@ -53,7 +53,7 @@ export class MemoryStore implements RateLimitStore {
     return this.decideSync(calls, mode);
   }
 
-  /** Synchronous decision, for callers on the memory store's hot path. */
+  /** The decision, synchronously (see {@link RateLimitStore.decideSync}). */
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
     const now = Math.floor(this.clock());
     const verdicts: StoreVerdict[] = [];

@@ -62,6 +62,11 @@ export type DecisionMode = 'consume' | 'peek';
  */
 export interface RateLimitStore {
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision>;
+  /**
+   * The same decision without a promise, for stores that decide in-process (the memory store): the guard's
+   * hot path then allocates no promise at all. Absent, or `undefined`: ask {@link decide}.
+   */
+  decideSync?(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined;
   /** Gives back `cost` units per call (count-only-failures), or releases the call's lease (`concurrency`). */
   refund(calls: readonly RateLimitCall[]): Promise<void>;
   /** Locks each call's tracker out for `ms`, from the store's now. */

@@ -1,5 +1,8 @@
-import type { ExecutionContext } from '@nestjs/common';
-import { RateLimitGuard, type RateLimitModuleOptions } from '../../lib';
+import 'reflect-metadata';
+import { Controller, Get, type ExecutionContext } from '@nestjs/common';
+import { ExecutionContextHost } from '@nestjs/core/internal';
+import { Test } from '@nestjs/testing';
+import { RateLimit, RateLimitExceededException, RateLimitGuard, RateLimitModule, type RateLimitModuleOptions } from '../../lib';
 import type { RateLimitRouteRegistry } from '../../lib/routes/route-registry';
 import type { RateLimitEngine } from '../../lib/rate-limit.engine';
 import type { RateLimitHolds } from '../../lib/http/request-holds';
@@ -23,19 +26,19 @@ function contextOf(type: string, args: unknown[] = []): ExecutionContext {
 describe('RateLimitGuard', () => {
   it.each(['http', 'rpc', 'ws', 'graphql'])('looks up the plan of %s calls by default', async (type) => {
     const { guard, plan } = guardWith({});
-    await expect(guard.canActivate(contextOf(type))).resolves.toBe(true);
+    expect(guard.canActivate(contextOf(type))).toBe(true);
     expect(plan).toHaveBeenCalledTimes(1);
   });
 
   it.each(['rpc', 'ws', 'graphql'])('lets %s calls through without looking anything up when contexts leaves them out', async (type) => {
     const { guard, plan } = guardWith({ contexts: ['http'] });
-    await expect(guard.canActivate(contextOf(type))).resolves.toBe(true);
+    expect(guard.canActivate(contextOf(type))).toBe(true);
     expect(plan).not.toHaveBeenCalled();
   });
 
   it('lets calls of an unknown kind (a custom transport) through without looking anything up', async () => {
     const { guard, plan } = guardWith({});
-    await expect(guard.canActivate(contextOf('kafka-streams'))).resolves.toBe(true);
+    expect(guard.canActivate(contextOf('kafka-streams'))).toBe(true);
     expect(plan).not.toHaveBeenCalled();
   });
 
@@ -50,5 +53,32 @@ describe('RateLimitGuard', () => {
     const query = guardWith({});
     await query.guard.canActivate(contextOf('graphql', [{}, {}, {}, { operation: { operation: 'query' } }]));
     expect(query.plan).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('RateLimitGuard on the memory store', () => {
+  @Controller()
+  class PingController {
+    @Get()
+    @RateLimit({ algorithm: 'fixed-window', limit: 1, window: '1m' })
+    ping() {}
+  }
+
+  function httpCall(): ExecutionContextHost {
+    const headers: Record<string, string> = {};
+    const host = new ExecutionContextHost([
+      { ip: '10.0.0.1', headers: {} },
+      { headers, setHeader: (n: string, v: string) => void (headers[n] = v) },
+    ]);
+    host.setType('http');
+    return Object.assign(host, { getClass: () => PingController, getHandler: () => PingController.prototype.ping });
+  }
+
+  it('decides without a promise: a boolean on a pass, a synchronous throw on a rejection', async () => {
+    const moduleRef = await Test.createTestingModule({ imports: [RateLimitModule.forRoot({})], controllers: [PingController] }).compile();
+    const guard = moduleRef.get(RateLimitGuard);
+    expect(guard.canActivate(httpCall())).toBe(true);
+    expect(() => guard.canActivate(httpCall())).toThrow(RateLimitExceededException);
+    await moduleRef.close();
   });
 });
