@@ -41,7 +41,7 @@ interface Case {
   script?: string;
 }
 
-/** ARGV per algorithms/decide.lua: mode, n, then per policy: id, cost, limit, window ms, burst, blockFor, token. */
+/** KEYS and ARGV per algorithms/decide.lua: one JSON array of the mode, then id, cost, limit, window ms, burst, blockFor, token. */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
   const base = `rl:{${tracker}}:svc:default:`;
   return (sha) => [
@@ -50,15 +50,7 @@ function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: numbe
     '2',
     base + algorithm.keyTag,
     `${base}b`,
-    'c',
-    '1',
-    String(algorithm.id),
-    '1',
-    String(limit),
-    String(WINDOW_MS),
-    String(limit),
-    '0',
-    '',
+    JSON.stringify(['c', algorithm.id, 1, limit, WINDOW_MS, limit, 0, '']),
   ];
 }
 

@@ -139,7 +139,7 @@ export class RedisStore implements RateLimitStore {
         reply = (await this.run(batch[0].calls, MODE_CODE[batch[0].mode])) as Reply;
       } else {
         const keys: string[] = [];
-        const args: Array<string | number> = [];
+        const args: string[] = [];
         for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
         reply = (await this.batched!(keys.length, keys, args)) as Reply;
       }
@@ -168,7 +168,7 @@ export class RedisStore implements RateLimitStore {
       );
     }
     const keys: string[] = [];
-    const args: Array<string | number> = [];
+    const args: string[] = [];
     appendCall(keys, args, calls, mode);
     try {
       return await command(keys, args);
@@ -205,14 +205,17 @@ export class RedisStore implements RateLimitStore {
   }
 }
 
-/** Appends one decision's keys and arguments in the layout of algorithms/decide.lua. */
-function appendCall(keys: string[], args: Array<string | number>, calls: readonly RateLimitCall[], mode: string): void {
-  args.push(mode, calls.length);
-  for (const call of calls) {
-    const { algorithm, params } = call;
-    keys.push(call.stateKey, call.blockKey);
-    args.push(algorithm.id, call.cost, params.limit, params.windowMs, params.burst, call.blockForMs, call.token);
+/**
+ * Appends one decision's keys, and its one argument, in the layout of algorithms/decide.lua: a JSON array of
+ * the mode and seven values per policy (numbers are whole, so they print exactly).
+ */
+function appendCall(keys: string[], args: string[], calls: readonly RateLimitCall[], mode: string): void {
+  let json = `["${mode}"`;
+  for (const { algorithm, cost, params, blockForMs, token, stateKey, blockKey } of calls) {
+    keys.push(stateKey, blockKey);
+    json += `,${algorithm.id},${cost},${params.limit},${params.windowMs},${params.burst},${blockForMs},${token === '' ? '""' : JSON.stringify(token)}`;
   }
+  args.push(`${json}]`);
 }
 
 /** One decision of a script reply: five integers per policy from `offset` (see algorithms/decide.lua). */

@@ -20,6 +20,17 @@ export interface ResilientStoreOptions {
   clock?: () => number;
 }
 
+/** A call in flight: its deadline, and how it ends when it misses it. */
+interface Pending {
+  deadline: number;
+  settled: boolean;
+  fail: (error: unknown) => void;
+}
+
+function rethrow(error: unknown): never {
+  throw error;
+}
+
 /**
  * Keeps a slow or failing store from taking requests down with it. Every decision has a deadline; a
  * failure or a missed deadline opens a short circuit during which decisions do not wait for the store at
@@ -31,7 +42,7 @@ export interface ResilientStoreOptions {
 export class ResilientStore implements RateLimitStore {
   private readonly logger = new Logger('RateLimit');
   private readonly insurance: MemoryStore;
-  private readonly pending: Array<{ deadline: number; settled: boolean; fail: (error: Error) => void }> = [];
+  private readonly pending: Pending[] = [];
   private ticker: NodeJS.Timeout | undefined;
   private openUntil = 0;
   private lastLog = -Infinity;
@@ -46,14 +57,17 @@ export class ResilientStore implements RateLimitStore {
     this.insurance = new MemoryStore({ clock: this.clock });
   }
 
-  async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
-    if (this.clock() < this.openUntil) return this.fallback(calls, mode);
-    try {
-      return await this.withDeadline(this.primary.decide(calls, mode));
-    } catch (error) {
+  decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    if (this.clock() < this.openUntil) return Promise.resolve(this.fallback(calls, mode));
+    return this.withDeadline(this.primary.decide(calls, mode), (error) => {
       this.failed(error);
       return this.fallback(calls, mode);
-    }
+    });
+  }
+
+  /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
+  decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
+    return this.clock() < this.openUntil ? this.fallback(calls, mode) : undefined;
   }
 
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
@@ -82,7 +96,11 @@ export class ResilientStore implements RateLimitStore {
   async close(): Promise<void> {
     clearInterval(this.ticker);
     this.ticker = undefined;
-    for (const entry of this.pending.splice(0)) entry.fail(new RateLimitStoreError('The rate-limit store was closed.'));
+    for (const entry of this.pending.splice(0)) {
+      if (entry.settled) continue;
+      entry.settled = true;
+      entry.fail(new RateLimitStoreError('The rate-limit store was closed.'));
+    }
     await this.primary.close();
   }
 
@@ -95,19 +113,35 @@ export class ResilientStore implements RateLimitStore {
     }
   }
 
-  private withDeadline<T>(work: Promise<T>): Promise<T> {
+  /**
+   * `work`'s result when it settles within `timeoutMs`; otherwise, or when it fails, what `recover` makes of
+   * the error (rethrowing by default). One promise per call: it is on every decision's path.
+   */
+  private withDeadline<T>(work: Promise<T>, recover: (error: unknown) => T = rethrow): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const entry = { deadline: this.clock() + this.options.timeoutMs, settled: false, fail: reject };
+      const entry: Pending = {
+        deadline: this.clock() + this.options.timeoutMs,
+        settled: false,
+        fail: (error) => {
+          try {
+            resolve(recover(error));
+          } catch (failure) {
+            reject(failure);
+          }
+        },
+      };
       this.pending.push(entry);
       this.startTicker();
       work.then(
         (value) => {
+          if (entry.settled) return;
           entry.settled = true;
           resolve(value);
         },
         (error: unknown) => {
+          if (entry.settled) return;
           entry.settled = true;
-          reject(error);
+          entry.fail(error);
         },
       );
     });
@@ -151,7 +185,7 @@ export class ResilientStore implements RateLimitStore {
     this.suppressed = 0;
   }
 
-  private async fallback(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+  private fallback(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
     const insured = calls.filter((c) => c.fallback === 'insurance').map((c) => this.insuredCall(c));
     // A fail-closed call rejects the request, so the insurance store must not charge the others.
     const localMode = calls.some((c) => c.fallback === 'fail-closed') ? 'peek' : mode;

@@ -32,15 +32,25 @@ export class SheddingStore implements RateLimitStore {
     private readonly clock: () => number = Date.now,
   ) {}
 
-  async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+  decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     const key = sheddable(calls) ? keyOf(calls) : undefined;
-    if (key !== undefined) {
-      const hit = this.lookup(key, calls);
-      if (hit) return hit;
-    }
-    const decision = await this.inner.decide(calls, mode);
-    if (key !== undefined && mode === 'consume') this.remember(key, calls, decision);
-    return decision;
+    const hit = key === undefined ? undefined : this.lookup(key, calls);
+    if (hit) return Promise.resolve(hit);
+    const decision = this.inner.decide(calls, mode);
+    if (key === undefined || mode !== 'consume') return decision;
+    return decision.then((d) => {
+      this.remember(key, calls, d);
+      return d;
+    });
+  }
+
+  /**
+   * A remembered rejection answers at once, with no promise (so does the inner store, when it can): an
+   * abusive client costs neither Redis nor the event loop much.
+   */
+  decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
+    const hit = sheddable(calls) ? this.lookup(keyOf(calls), calls) : undefined;
+    return hit ?? this.inner.decideSync?.(calls, mode);
   }
 
   /** A refund makes room before retryAfter: forget the rejections it concerns, so the store decides again. */

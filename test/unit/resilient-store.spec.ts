@@ -315,6 +315,20 @@ describe('circuit', () => {
     expect(fake.decides).toBe(4);
   });
 
+  it('while open, the fallback answers synchronously (no promise); closed, decideSync defers to decide', async () => {
+    let now = 1_000_000;
+    const fake = new FakeStore();
+    const store = resilient(fake, { clock: () => now });
+    const calls = engineOver(store).calls(trackerKeyPrefix('rl', 'u'), [request(policy({ onStoreError: 'fail-closed' }))]);
+    expect(store.decideSync(calls, 'consume')).toBeUndefined();
+    fake.behaviour = 'fail';
+    await store.decide(calls, 'consume');
+    expect(store.decideSync(calls, 'consume')).toMatchObject({ allowed: false, verdicts: [{ allowed: false, reason: 3 }] });
+    now += 250;
+    expect(store.decideSync(calls, 'consume')).toBeUndefined();
+    expect(fake.decides).toBe(1);
+  });
+
   it('a missed deadline opens the circuit as well', async () => {
     const fake = new FakeStore();
     fake.behaviour = 'hang';
