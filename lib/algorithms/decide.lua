@@ -26,16 +26,16 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local reply = { now }
 
--- Policy i of decision d (its JSON array) whose keys start at KEYS[k], parsed:
--- { algorithm, state key, block key, cost, limit, window, burst, blockFor, token }.
+-- Policy i of decision d (its JSON array) whose keys start at KEYS[k], as nine values (no table: this runs
+-- for every policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
 local function policy(k, d, i)
   local p = 2 + (i - 1) * 7
-  return { ALG[d[p]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], d[p + 1], d[p + 2], d[p + 3], d[p + 4], d[p + 5], d[p + 6] }
+  return ALG[d[p]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], d[p + 1], d[p + 2], d[p + 3], d[p + 4], d[p + 5], d[p + 6]
 end
 
 local function change(mode, n, k, d)
   for i = 1, n do
-    local alg, key, bkey, cost, limit, window, burst, blockFor, token = unpack(policy(k, d, i))
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
     if mode == 'r' then
       alg.refund(key, cost, limit, window, burst, now, token)
     else
@@ -48,10 +48,9 @@ end
 local function decide(mode, n, k, d, o)
   -- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
   local allowed = true
-  local ps, verdicts = {}, {}
+  local verdicts = {}
   for i = 1, n do
-    ps[i] = policy(k, d, i)
-    local alg, key, bkey, cost, limit, window, burst, blockFor, token = unpack(ps[i])
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
     local b = o + (i - 1) * 5
     local until_ = tonumber(redis.call('GET', bkey))
     if until_ and until_ > now then
@@ -82,7 +81,7 @@ local function decide(mode, n, k, d, o)
 
   if mode == 'c' and allowed then
     for i = 1, n do
-      local alg, key, _, cost, limit, window, burst, _, token = unpack(ps[i])
+      local alg, key, _, cost, limit, window, burst, _, token = policy(k, d, i)
       alg.commit(key, verdicts[i], now, cost, limit, window, burst, token)
     end
     return
@@ -93,7 +92,7 @@ local function decide(mode, n, k, d, o)
   for i = 1, n do
     local b = o + (i - 1) * 5
     if reply[b] == 0 then
-      local alg, key, _, _, limit, window, burst, _, token = unpack(ps[i])
+      local alg, key, _, _, limit, window, burst, _, token = policy(k, d, i)
       local r = alg.check(key, 0, limit, window, burst, now, token)
       reply[b + 1], reply[b + 2], reply[b + 4] = r[2], r[3], 0
     end
