@@ -73,7 +73,7 @@ export class RateLimitEngine {
   ): EngineDecision | Promise<EngineDecision> {
     const started = this.options.hooks?.decision ? performance.now() : 0;
     const calls = this.calls(trackerPrefix, requests);
-    if (requests.some((r) => this.isShadow(r.compiled))) {
+    if (this.anyShadow(requests)) {
       return this.decideSplit(requests, calls, mode).then((result) => this.reported(result, started));
     }
     const now = this.store.decideSync?.(calls, mode);
@@ -84,6 +84,11 @@ export class RateLimitEngine {
   /** Gives back the cost of `calls` (count-only outcomes), or releases their leases (`concurrency`). */
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
     await this.store.refund(calls);
+  }
+
+  private anyShadow(requests: readonly PolicyRequest[]): boolean {
+    for (const request of requests) if (this.isShadow(request.compiled)) return true;
+    return false;
   }
 
   /** Whether a policy only reports (its own `mode` wins over the module's). */

@@ -98,20 +98,22 @@ export class RateLimitGuard implements CanActivate {
   /** How long to hold the request: the longest `leaky-bucket` delay among enforced policies (shaping). */
   private shapingDelay(plan: RoutePlan, decisions: RateLimitDecision[]): number {
     let delayMs = 0;
-    decisions.forEach((d, i) => {
-      if (!this.engine.isShadow(plan.policies[i].compiled) && d.delayMs !== undefined && d.delayMs > delayMs) delayMs = d.delayMs;
-    });
+    for (let i = 0; i < decisions.length; i++) {
+      const d = decisions[i];
+      if (d.delayMs !== undefined && d.delayMs > delayMs && !this.engine.isShadow(plan.policies[i].compiled)) delayMs = d.delayMs;
+    }
     return delayMs;
   }
 
   private reportShadow(plan: RoutePlan, outcome: RouteOutcome): void {
-    outcome.decisions.forEach((d, i) => {
+    for (let i = 0; i < outcome.decisions.length; i++) {
+      const d = outcome.decisions[i];
       if (d.reason === 'shadow') {
         this.logger.debug(
           `shadow: policy '${d.policy}' on ${plan.route} would have rejected ${outcome.trackers[i]} (retry after ${d.retryAfterMs} ms)`,
         );
       }
-    });
+    }
   }
 
   private warnStore(error: unknown): void {

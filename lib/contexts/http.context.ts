@@ -12,8 +12,9 @@ export class HttpRateLimitContext implements RateLimitContextAdapter {
   private readonly exchange: HttpExchange;
 
   constructor(context: ExecutionContext) {
-    const http = context.switchToHttp();
-    this.exchange = new HttpExchange(http.getRequest<HttpRequestLike>(), http.getResponse<HttpResponseLike>());
+    // The arguments `switchToHttp()` would return, read directly: Nest's `switchToHttp()` assigns three new
+    // closures onto the context on every call, and this runs for every request.
+    this.exchange = new HttpExchange(context.getArgByIndex<HttpRequestLike>(0), context.getArgByIndex<HttpResponseLike>(1));
   }
 
   claim(): boolean {

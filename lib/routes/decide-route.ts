@@ -115,12 +115,13 @@ function assemble(results: GroupResult[], allowed: boolean, plan: RoutePlan): Ro
     trackers: new Array(size),
   };
   for (const { group, tracker, requests, result } of results) {
-    group.indexes.forEach((policyIndex, i) => {
+    for (let i = 0; i < group.indexes.length; i++) {
+      const policyIndex = group.indexes[i];
       outcome.decisions[policyIndex] = result.decisions[i];
       outcome.calls[policyIndex] = result.calls[i];
       outcome.members[policyIndex] = plan.policies[policyIndex].member(requests[i].params);
       outcome.trackers[policyIndex] = tracker;
-    });
+    }
   }
   return outcome;
 }
