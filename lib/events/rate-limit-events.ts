@@ -35,16 +35,16 @@ export class RateLimitEvents {
 
   /**
    * What the engine and the store call: publishes to the options' hooks and every subscriber.
-   * Pass it as `hooks` wherever the module's options are handed on.
+   * Pass it as `hooks` wherever the module's options are handed on. `decision` is absent while nobody
+   * listens to decisions, so an unobserved decision costs no clock reads and no event object.
    */
-  readonly hooks: Required<RateLimitHooks> = {
-    decision: (event) => this.publish('decision', event),
-    storeError: (error) => this.publish('storeError', error),
-  };
+  readonly hooks: RateLimitHooks = { storeError: (error) => this.publish('storeError', error) };
+  private readonly publishDecision: NonNullable<RateLimitHooks['decision']> = (event) => this.publish('decision', event);
 
   /** @param optionHooks the module's `hooks` option, called before any subscriber. */
   constructor(optionHooks?: RateLimitHooks) {
     if (optionHooks) this.listeners.push(optionHooks);
+    this.listen();
   }
 
   /**
@@ -53,9 +53,16 @@ export class RateLimitEvents {
    */
   subscribe(listener: RateLimitHooks): () => void {
     this.listeners = [...this.listeners, listener];
+    this.listen();
     return () => {
       this.listeners = this.listeners.filter((l) => l !== listener);
+      this.listen();
     };
+  }
+
+  /** Offers the decision hook exactly while some listener has one. */
+  private listen(): void {
+    this.hooks.decision = this.listeners.some((l) => l.decision) ? this.publishDecision : undefined;
   }
 
   private publish<K extends keyof RateLimitHooks>(kind: K, payload: Parameters<Required<RateLimitHooks>[K]>[0]): void {

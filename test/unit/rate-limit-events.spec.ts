@@ -19,10 +19,10 @@ describe('RateLimitEvents', () => {
     const stopA = events.subscribe({ decision: (e) => calls.push(`a:${e.allowed}`) });
     events.subscribe({ decision: (e) => calls.push(`b:${e.allowed}`), storeError: (e) => calls.push(`b:${e.message}`) });
 
-    events.hooks.decision(event(true));
-    events.hooks.storeError(new Error('down'));
+    events.hooks.decision!(event(true));
+    events.hooks.storeError!(new Error('down'));
     stopA();
-    events.hooks.decision(event(false));
+    events.hooks.decision!(event(false));
 
     expect(calls).toEqual(['options:true', 'a:true', 'b:true', 'options:down', 'b:down', 'options:false', 'b:false']);
   });
@@ -32,8 +32,8 @@ describe('RateLimitEvents', () => {
     const seen: string[] = [];
     const stop = events.subscribe({ decision: () => (seen.push('once'), stop()) });
     events.subscribe({ decision: () => seen.push('always') });
-    events.hooks.decision(event(true));
-    events.hooks.decision(event(true));
+    events.hooks.decision!(event(true));
+    events.hooks.decision!(event(true));
     expect(seen).toEqual(['once', 'always', 'always']);
   });
 
@@ -46,9 +46,21 @@ describe('RateLimitEvents', () => {
     });
     let delivered = 0;
     events.subscribe({ decision: () => delivered++ });
-    expect(() => events.hooks.decision(event(true))).not.toThrow();
-    events.hooks.decision(event(true));
+    expect(() => events.hooks.decision!(event(true))).not.toThrow();
+    events.hooks.decision!(event(true));
     expect(delivered).toBe(2);
     expect(warn.mock.calls).toEqual([['a rate-limit decision listener threw (ignored): metrics backend gone']]);
+  });
+});
+
+describe('RateLimitEvents.hooks.decision', () => {
+  it('is offered only while some listener listens to decisions (an unobserved decision makes no event)', () => {
+    const events = new RateLimitEvents({ storeError: () => undefined });
+    expect(events.hooks.decision).toBeUndefined();
+    const stop = events.subscribe({ decision: () => undefined });
+    expect(events.hooks.decision).toEqual(expect.any(Function));
+    stop();
+    expect(events.hooks.decision).toBeUndefined();
+    expect(new RateLimitEvents({ decision: () => undefined }).hooks.decision).toEqual(expect.any(Function));
   });
 });
