@@ -17,7 +17,7 @@ import { ADAPTERS, bootApp, type AdapterName } from './harness';
 @Controller()
 class LimitedController {
   @Get('limited')
-  @RateLimit({ name: 'burst', algorithm: 'fixed-window', limit: 2, window: '1m' })
+  @RateLimit({ name: 'burst', algorithm: 'fixed-window', limit: 2, window: '1h' })
   limited() {
     return 'limited';
   }

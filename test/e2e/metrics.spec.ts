@@ -11,7 +11,7 @@ import { ADAPTERS, bootApp, type AdapterName } from './harness';
 @Controller()
 class SequenceController {
   @Get('limited')
-  @RateLimit({ name: 'burst', algorithm: 'fixed-window', limit: 3, window: '1m' })
+  @RateLimit({ name: 'burst', algorithm: 'fixed-window', limit: 3, window: '1h' })
   limited() {
     return 'limited';
   }
@@ -19,8 +19,8 @@ class SequenceController {
   /** 'current' enforces 5 per minute while 'next' (1 per minute) only reports. */
   @Get('shadowed')
   @RateLimit([
-    { name: 'current', algorithm: 'fixed-window', limit: 5, window: '1m' },
-    { name: 'next', algorithm: 'fixed-window', limit: 1, window: '1m', mode: 'shadow' },
+    { name: 'current', algorithm: 'fixed-window', limit: 5, window: '1h' },
+    { name: 'next', algorithm: 'fixed-window', limit: 1, window: '1h', mode: 'shadow' },
   ])
   shadowed() {
     return 'shadowed';

@@ -13,7 +13,7 @@ import { ADAPTERS, bootApp, MATRIX, SharedRedis, storeOptions, type StoreName } 
 @Controller('cats')
 class CatsController {
   @Get()
-  @RateLimit('fixed-window', 1, '1m')
+  @RateLimit('fixed-window', 1, '1h')
   find() {
     return 'cats';
   }
@@ -64,7 +64,7 @@ describe.each(MATRIX)('module setup on $adapter with the $store store', ({ adapt
     });
     app = await bootApp({ adapter, imports: [module], controllers: [CatsController] });
     const first = await request(app.getHttpServer()).get('/cats');
-    expect(first.headers['ratelimit-policy']).toBe('"default";q=1;w=60');
+    expect(first.headers['ratelimit-policy']).toBe('"default";q=1;w=3600');
     expect(first.headers['x-ratelimit-limit']).toBe('1');
     expect((await request(app.getHttpServer()).get('/cats')).status).toBe(429);
   });
@@ -83,7 +83,7 @@ describe.each(MATRIX)('module setup on $adapter with the $store store', ({ adapt
     @UseGuards(RateLimitGuard)
     class TwiceGuardedController {
       @Get()
-      @RateLimit('fixed-window', 2, '1m')
+      @RateLimit('fixed-window', 2, '1h')
       get() {
         return 'twice';
       }

@@ -6,12 +6,13 @@ import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness'
 const header = (context: ExecutionContext, name: string) =>
   context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>().headers[name];
 const PLANS: Record<string, number> = { gold: 3, free: 1 };
-const A = { name: 'a', algorithm: 'fixed-window', limit: 3, window: '1m', scope: 'multi' } as const;
+// sliding-log: no aligned window boundary, so a request that happens to straddle one cannot reset a counter mid-test.
+const A = { name: 'a', algorithm: 'sliding-log', limit: 3, window: '1m', scope: 'multi' } as const;
 
 @Controller()
 class PoliciesController {
   @Get('multi')
-  @RateLimit([A, { name: 'b', algorithm: 'fixed-window', limit: 1, window: '1m' }])
+  @RateLimit([A, { name: 'b', algorithm: 'sliding-log', limit: 1, window: '1m' }])
   multi() {
     return 'multi';
   }
@@ -19,7 +20,7 @@ class PoliciesController {
   @Get('multi-trackers')
   @RateLimit([
     { ...A, scope: 'multi2' },
-    { name: 'b', algorithm: 'fixed-window', limit: 1, window: '1m', by: (c) => header(c, 'x-api-key') ?? '' },
+    { name: 'b', algorithm: 'sliding-log', limit: 1, window: '1m', by: (c) => header(c, 'x-api-key') ?? '' },
   ])
   multiTrackers() {
     return 'multi-trackers';
@@ -30,7 +31,7 @@ class PoliciesController {
     { ...A, scope: 'multi3' },
     {
       name: 'b',
-      algorithm: 'fixed-window',
+      algorithm: 'sliding-log',
       limit: 1,
       window: '1m',
       by: (c) => {
@@ -75,14 +76,14 @@ class PoliciesController {
   }
 
   @Get('login')
-  @RateLimit({ algorithm: 'fixed-window', limit: 2, window: '1m', countOnly: 'failed' })
+  @RateLimit({ algorithm: 'fixed-window', limit: 2, window: '1h', countOnly: 'failed' })
   login(@Query('password') password: string) {
     if (password !== 'right') throw new UnauthorizedException();
     return 'welcome';
   }
 
   @Get('only-successes')
-  @RateLimit({ algorithm: 'fixed-window', limit: 2, window: '1m', countOnly: 'succeeded' })
+  @RateLimit({ algorithm: 'fixed-window', limit: 2, window: '1h', countOnly: 'succeeded' })
   onlySuccesses(@Query('fail') fail?: string) {
     if (fail) throw new UnauthorizedException();
     return 'ok';

@@ -8,7 +8,7 @@ import { ADAPTERS, bootApp, MATRIX, rateLimitModule, SharedRedis } from './harne
 @Controller()
 class StoreController {
   @Get('limited')
-  @RateLimit('fixed-window', 1, '1m')
+  @RateLimit('fixed-window', 1, '1h')
   limited() {
     return 'limited';
   }

@@ -3,7 +3,7 @@ import request from 'supertest';
 import { RateLimit, RateLimitGuard } from '../../lib';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis } from './harness';
 
-const ONE = { algorithm: 'fixed-window', limit: 1, window: '1m' } as const;
+const ONE = { algorithm: 'fixed-window', limit: 1, window: '1h' } as const;
 
 /** Stands in for an auth guard: `x-user` becomes `req.user.id` (on the Express or the Fastify request). */
 @Injectable()
