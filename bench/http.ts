@@ -12,7 +12,7 @@ import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
-import { hasLibGuard, VARIANTS, type HttpVariant, type LimitMode } from './http-app';
+import { VARIANTS, type HttpVariant, type LimitMode } from './http-app';
 import type { LoadRequest, LoadResult } from './http-load';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatios, heading, median, table } from './support/report';
@@ -85,8 +85,7 @@ function loadGenerator(): { load(port: number, seconds: number): Promise<Load>; 
 }
 
 async function main(): Promise<void> {
-  const guard = hasLibGuard();
-  const variants = VARIANTS.filter((v) => selected(v) && (guard || !v.startsWith('ours')));
+  const variants = VARIANTS.filter((v) => selected(v));
   const redis = await benchRedis();
   const admin = new Redis({ port: redis.port });
   const redisUrl = `redis://127.0.0.1:${redis.port}`;
@@ -116,14 +115,13 @@ async function main(): Promise<void> {
     admin.disconnect();
     await redis.stop();
   }
-  report(variants, results, id, guard);
+  report(variants, results, id);
 }
 
 function report(
   variants: readonly HttpVariant[],
   results: Map<string, Load[]>,
   id: (a: string, v: HttpVariant, m: LimitMode) => string,
-  guard: boolean,
 ): void {
   heading('HTTP: Nest endpoint + guard, autocannon in a separate process', {
     rounds: settings.httpRounds,
@@ -135,7 +133,6 @@ function report(
     window: '60s',
     note: 'req/s median of rounds; "× bare" = median of same-round ratios to the bare app; latency p50 / p99 in ms',
   });
-  if (!guard) console.log('> lib has no `RateLimitGuard` in this checkout: the ours-* variants were skipped.\n');
   const ratios = (adapter: string, variant: HttpVariant, mode: LimitMode, baseVariant: HttpVariant, baseMode: LimitMode): number[] => {
     const own = results.get(id(adapter, variant, mode)) ?? [];
     const base = results.get(id(adapter, baseVariant, baseMode)) ?? [];

@@ -365,7 +365,7 @@ describe('algorithm specifics on Redis', () => {
     const d = await burst(11, () => limiter.consume({ algorithm: 'leaky-bucket', limit: 10, window: W }, 'k'));
     const at = recorder.log.slice(-11).map((op) => (op.kind === 'decide' ? op.result.nowMs : NaN));
     expect(d.map((x) => x.allowed)).toStrictEqual([...Array(10).fill(true), false]);
-    expect(d.map((x) => x.delayMs)).toStrictEqual(d.map((x, i) => (i < 10 ? 40 * i - (at[i] - at[0]) : 0)));
+    expect(d.map((x) => x.delayMs)).toStrictEqual(d.map((_, i) => (i < 10 ? 40 * i - (at[i] - at[0]) : 0)));
   });
 
   it('concurrency: leases expire after the window', async () => {
