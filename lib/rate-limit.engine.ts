@@ -76,9 +76,14 @@ export class RateLimitEngine {
     if (this.anyShadow(requests)) {
       return this.decideSplit(requests, calls, mode).then((result) => this.reported(result, started));
     }
-    const now = this.store.decideSync?.(calls, mode);
-    if (now) return this.reported(this.toEngineDecision(requests, calls, now), started);
-    return this.store.decide(calls, mode).then((result) => this.reported(this.toEngineDecision(requests, calls, result), started));
+    const answer = this.ask(calls, mode);
+    if (answer instanceof Promise) return answer.then((result) => this.reported(this.toEngineDecision(requests, calls, result), started));
+    return this.reported(this.toEngineDecision(requests, calls, answer), started);
+  }
+
+  /** The store's answer: synchronous when it has one in-process ({@link RateLimitStore.decideSync}), else a promise. */
+  private ask(calls: RateLimitCall[], mode: DecisionMode): StoreDecision | Promise<StoreDecision> {
+    return this.store.decideSync?.(calls, mode) ?? this.store.decide(calls, mode);
   }
 
   /** Gives back the cost of `calls` (count-only outcomes), or releases their leases (`concurrency`). */
@@ -102,7 +107,7 @@ export class RateLimitEngine {
     const [enforced, shadowed] = await Promise.all(
       [false, true].map(async (wanted) => {
         const part = pick(calls, wanted);
-        return part.length === 0 ? undefined : this.toEngineDecision(pick(requests, wanted), part, await this.store.decide(part, mode));
+        return part.length === 0 ? undefined : this.toEngineDecision(pick(requests, wanted), part, await this.ask(part, mode));
       }),
     );
     const decisions: RateLimitDecision[] = [];
