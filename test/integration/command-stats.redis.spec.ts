@@ -140,12 +140,35 @@ describe('each decision is exactly one EVALSHA', () => {
   });
 
   test(`a tick with more than ${MAX_BATCH} decisions is split into calls of at most ${MAX_BATCH}`, async () => {
+    const calls = Math.ceil(150 / MAX_BATCH);
+    expect(calls).toBeGreaterThan(1);
     const { stats, sent } = await measure(async () => {
       const decisions = await Promise.all(Array.from({ length: 150 }, (_, i) => service.consume(single('sliding-log'), `split-${i % 10}`)));
       expect(decisions.filter((d) => d.allowed)).toHaveLength(30);
     });
-    expect(stats.evalsha).toBe(3);
-    expect(sent).toEqual(['evalsha', 'evalsha', 'evalsha']);
+    expect(stats.evalsha).toBe(calls);
+    expect(sent).toEqual(new Array(calls).fill('evalsha'));
+  });
+
+  test('a full batch is written at once, before the tick ends; the rest leaves when the tick ends', async () => {
+    const written: number[] = [];
+    const send = client.sendCommand.bind(client);
+    const spy = jest.spyOn(client, 'sendCommand').mockImplementation((command, stream) => {
+      // The key count follows the SHA: two keys per single-policy decision.
+      written.push(Number(command.args[1]) / 2);
+      return send(command, stream);
+    });
+    try {
+      const pending = Array.from({ length: MAX_BATCH + 3 }, (_, i) => service.consume(single('gcra'), `eager-${i}`));
+      // Every microtask has run, no macrotask has: the turn has not ended yet.
+      await new Promise<void>((resolve) => process.nextTick(resolve));
+      expect(written).toEqual([MAX_BATCH]);
+      const decisions = await Promise.all(pending);
+      expect(written).toEqual([MAX_BATCH, 3]);
+      expect(decisions.every((d) => d.allowed && d.remaining === 2)).toBe(true);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   test('with batching off, concurrent decisions are one auto-pipelined EVALSHA each', async () => {

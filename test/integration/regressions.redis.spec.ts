@@ -490,3 +490,23 @@ describe('6. service sanity on the same server', () => {
     });
   });
 });
+
+describe("7. a client's own keyPrefix", () => {
+  test('every key lands under the prefix, for lone decisions, batched ones and reset alike', async () => {
+    const prefixed = new Redis({ port: redis.port, keyPrefix: 'app7:', enableAutoPipelining: true });
+    try {
+      const own = new RateLimiterService(new RateLimitEngine(new RedisStore(prefixed, registry.all(), false)), registry, { prefix: 'rl' });
+      const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: 60_000, blockFor: 60_000 };
+      expect((await own.consume(policy, 'kp7-lone')).remaining).toBe(2);
+      const batch = await Promise.all(Array.from({ length: 5 }, () => own.consume(policy, 'kp7-batched')));
+      expect(batch.map((d) => d.allowed)).toEqual([true, true, true, false, false]);
+      const keys = await admin.keys('*kp7-*');
+      expect(keys.length).toBeGreaterThanOrEqual(3);
+      expect(keys.filter((key) => !key.startsWith('app7:rl'))).toEqual([]);
+      await own.reset(policy, 'kp7-batched');
+      expect((await own.consume(policy, 'kp7-batched')).remaining).toBe(2);
+    } finally {
+      prefixed.disconnect();
+    }
+  });
+});
