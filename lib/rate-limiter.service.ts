@@ -6,8 +6,8 @@ import type { RateLimitModuleOptions } from './interfaces/module-options.interfa
 import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
 import { RateLimitWaitError } from './errors/rate-limit-wait.error';
 import { parseDuration } from './utils/duration';
-import { RateLimitEngine, type PolicyRequest } from './rate-limit.engine';
-import { MAX_POLICIES_PER_DECISION } from './stores/store.interface';
+import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './rate-limit.engine';
+import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
 import { trackerKeyPrefix } from './utils/keys';
@@ -66,9 +66,8 @@ export class RateLimiterService {
   }
 
   /** Takes `cost` units (default 1) from `key`'s quota under `policy`; a rejection takes nothing. */
-  async consume(policy: RateLimitPolicy, key: string, options: ConsumeOptions = {}): Promise<RateLimitDecision> {
-    const result = await this.engine.decide(this.trackerPrefix(key), [this.request(policy, options.cost)], 'consume');
-    return result.decisions[0];
+  consume(policy: RateLimitPolicy, key: string, options: ConsumeOptions = {}): Promise<RateLimitDecision> {
+    return this.decideOne(policy, key, options, 'consume');
   }
 
   /**
@@ -83,9 +82,8 @@ export class RateLimiterService {
   }
 
   /** What `consume` would decide now, without taking anything. */
-  async peek(policy: RateLimitPolicy, key: string, options: ConsumeOptions = {}): Promise<RateLimitDecision> {
-    const result = await this.engine.decide(this.trackerPrefix(key), [this.request(policy, options.cost)], 'peek');
-    return result.decisions[0];
+  peek(policy: RateLimitPolicy, key: string, options: ConsumeOptions = {}): Promise<RateLimitDecision> {
+    return this.decideOne(policy, key, options, 'peek');
   }
 
   /** Restores `key`'s full quota under `policy` and lifts any lockout. */
@@ -179,6 +177,19 @@ export class RateLimiterService {
     };
   }
 
+  /**
+   * One policy's decision as one promise, however the store answers: an in-process answer (memory store, a
+   * shed hot key) is not awaited again. Bad input rejects the promise, as it would from an `async` method.
+   */
+  private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
+    try {
+      const result = this.engine.decideNowOrLater(this.trackerPrefix(key), [this.request(policy, options.cost)], mode);
+      return result instanceof Promise ? result.then(firstDecision) : Promise.resolve(firstDecision(result));
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  }
+
   private trackerPrefix(key: string): string {
     if (typeof key !== 'string' || key.length === 0) {
       throw new RateLimitConfigError(`key: ${describeValue(key)} must be a non-empty string (a user id, an API key, an IP…).`);
@@ -210,6 +221,10 @@ export class RateLimiterService {
     }
     return compiled;
   }
+}
+
+function firstDecision(result: EngineDecision): RateLimitDecision {
+  return result.decisions[0];
 }
 
 /** Resolves after `ms`, or rejects when `signal` aborts (clearing the timer). */
