@@ -4,6 +4,7 @@ import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './stores/store.interface';
 import type { CompiledPolicy } from './utils/compile-policy';
+import { StringMemo } from './utils/string-memo';
 
 /** One policy of a decision, with its per-request values resolved. */
 export interface PolicyRequest {
@@ -35,6 +36,9 @@ const REASONS = [undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailab
  * concurrent one, so a shadow rejection never stops an enforced policy from being charged.
  */
 export class RateLimitEngine {
+  /** Each recent tracker's keys, by key suffix: the same strings every request (see {@link StringMemo}). */
+  private readonly keys = new StringMemo<Map<string, string>>(() => new Map());
+
   constructor(
     readonly store: RateLimitStore,
     private readonly options: RateLimitEngineOptions = {},
@@ -42,15 +46,15 @@ export class RateLimitEngine {
 
   /** Store calls for `requests`, all under one tracker (one hash tag). */
   calls(trackerPrefix: string, requests: readonly PolicyRequest[]): RateLimitCall[] {
+    const keys = this.keys.get(trackerPrefix);
     return requests.map(({ compiled, params, cost, token }) => {
-      const base = trackerPrefix + compiled.keySuffix;
       return {
         algorithm: compiled.algorithm,
         params,
         cost,
         blockForMs: compiled.blockForMs,
-        stateKey: base + compiled.algorithm.keyTag,
-        blockKey: `${base}b`,
+        stateKey: keyOf(keys, trackerPrefix, compiled.stateKeySuffix),
+        blockKey: keyOf(keys, trackerPrefix, compiled.blockKeySuffix),
         token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
         fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? 'fail-open',
         refundable: compiled.policy.countOnly !== undefined,
@@ -133,6 +137,16 @@ export class RateLimitEngine {
     const decisions = result.verdicts.map((verdict, i) => toDecision(requests[i], verdict));
     return { allowed: result.allowed, decisions, calls };
   }
+}
+
+/** The key `trackerPrefix + suffix`, built once per tracker and suffix while the tracker is remembered. */
+function keyOf(keys: Map<string, string>, trackerPrefix: string, suffix: string): string {
+  let key = keys.get(suffix);
+  if (key === undefined) {
+    key = trackerPrefix + suffix;
+    keys.set(suffix, key);
+  }
+  return key;
 }
 
 /**

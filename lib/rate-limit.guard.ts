@@ -11,6 +11,8 @@ import { decideRoute, type RouteOutcome } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import type { RateLimitCall } from './stores/store.interface';
+import { trackerKeyPrefix } from './utils/keys';
+import { StringMemo } from './utils/string-memo';
 
 /** Store warnings on the request path are logged at most this often. */
 const WARN_INTERVAL_MS = 10_000;
@@ -26,7 +28,7 @@ const WARN_INTERVAL_MS = 10_000;
 @Injectable()
 export class RateLimitGuard implements CanActivate {
   private readonly logger = new Logger('RateLimitGuard');
-  private readonly prefix: string;
+  private readonly trackerPrefixes: StringMemo<string>;
   private readonly ipv6Subnet: number;
   private readonly contexts: RateLimitContexts;
   private lastWarnAt = -Infinity;
@@ -37,7 +39,8 @@ export class RateLimitGuard implements CanActivate {
     private readonly holds: RateLimitHolds,
     @Inject(RATE_LIMIT_OPTIONS) private readonly options: RateLimitModuleOptions,
   ) {
-    this.prefix = options.prefix ?? 'rl';
+    const prefix = options.prefix ?? 'rl';
+    this.trackerPrefixes = new StringMemo((tracker) => trackerKeyPrefix(prefix, tracker));
     this.ipv6Subnet = options.ipv6Subnet ?? 64;
     this.contexts = new RateLimitContexts(options);
   }
@@ -50,7 +53,14 @@ export class RateLimitGuard implements CanActivate {
     if (!plan) return true;
     const caller = this.contexts.adapt(type, context);
     if (!caller.claim()) return true;
-    const outcome = decideRoute({ plan, context, caller, engine: this.engine, prefix: this.prefix, ipv6Subnet: this.ipv6Subnet });
+    const outcome = decideRoute({
+      plan,
+      context,
+      caller,
+      engine: this.engine,
+      trackerPrefixes: this.trackerPrefixes,
+      ipv6Subnet: this.ipv6Subnet,
+    });
     if (outcome instanceof Promise) return outcome.then((o) => this.conclude(caller, plan, o));
     return this.conclude(caller, plan, outcome);
   }

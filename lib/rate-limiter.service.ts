@@ -12,6 +12,7 @@ import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
 import { trackerKeyPrefix } from './utils/keys';
 import { describeValue } from './utils/describe-value';
+import { StringMemo } from './utils/string-memo';
 
 /** Options of one programmatic decision. */
 export interface ConsumeOptions {
@@ -55,14 +56,15 @@ const SERVICE_SCOPE = 'svc';
 @Injectable()
 export class RateLimiterService {
   private readonly compiled = new WeakMap<RateLimitPolicy, CompiledPolicy>();
-  private readonly prefix: string;
+  private readonly trackerPrefixes: StringMemo<string>;
 
   constructor(
     private readonly engine: RateLimitEngine,
     private readonly registry: RateLimitAlgorithmRegistry,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
   ) {
-    this.prefix = options.prefix ?? 'rl';
+    const prefix = options.prefix ?? 'rl';
+    this.trackerPrefixes = new StringMemo((key) => trackerKeyPrefix(prefix, key));
   }
 
   /** Takes `cost` units (default 1) from `key`'s quota under `policy`; a rejection takes nothing. */
@@ -194,7 +196,7 @@ export class RateLimiterService {
     if (typeof key !== 'string' || key.length === 0) {
       throw new RateLimitConfigError(`key: ${describeValue(key)} must be a non-empty string (a user id, an API key, an IP…).`);
     }
-    return trackerKeyPrefix(this.prefix, key);
+    return this.trackerPrefixes.get(key);
   }
 
   private request(policy: RateLimitPolicy, cost: number | undefined): PolicyRequest {

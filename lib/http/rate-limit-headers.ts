@@ -65,8 +65,10 @@ export function writeRateLimitHeaders(
 ): void {
   if (mode === 'none' || decisions.length === 0) return;
   if (mode === 'ietf' || mode === 'both') {
-    exchange.setHeader('RateLimit-Policy', policyMembers.join(', '));
-    exchange.setHeader('RateLimit', decisions.map(quotaMember).join(', '));
+    exchange.setHeader('RateLimit-Policy', policyMembers.length === 1 ? policyMembers[0] : policyMembers.join(', '));
+    let quota = quotaMember(decisions[0]);
+    for (let i = 1; i < decisions.length; i++) quota += `, ${quotaMember(decisions[i])}`;
+    exchange.setHeader('RateLimit', quota);
   }
   if (mode === 'legacy' || mode === 'both') {
     const worst = mostRestrictive(decisions);

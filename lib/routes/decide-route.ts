@@ -3,7 +3,7 @@ import { knownTracker, resolveTracker, type TrackerSource } from '../http/tracke
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
-import { trackerKeyPrefix } from '../utils/keys';
+import type { StringMemo } from '../utils/string-memo';
 import type { RoutePlan, TrackerGroup } from './route-plan';
 
 /** What one request needs to be decided against its route's plan. */
@@ -13,8 +13,8 @@ export interface RouteDecisionInput {
   /** Who is calling, as the call's kind of context sees it. */
   caller: TrackerSource;
   engine: RateLimitEngine;
-  /** Key prefix (module option `prefix`). */
-  prefix: string;
+  /** Each tracker's key prefix (`<prefix>:{<tracker>}:`), remembered for recent trackers. */
+  trackerPrefixes: StringMemo<string>;
   ipv6Subnet: number;
 }
 
@@ -24,8 +24,8 @@ export interface RouteOutcome {
   decisions: RateLimitDecision[];
   /** The store calls, to refund or release after the response (`countOnly`, `concurrency`). */
   calls: RateLimitCall[];
-  /** `RateLimit-Policy` members. */
-  members: string[];
+  /** `RateLimit-Policy` members (shared between calls: never written to). */
+  members: readonly string[];
   /** The tracker each policy was decided for. */
   trackers: string[];
 }
@@ -46,23 +46,28 @@ interface GroupResult {
  */
 export function decideRoute(input: RouteDecisionInput): RouteOutcome | Promise<RouteOutcome> {
   const { groups } = input.plan;
-  const group = groups[0];
-  if (groups.length === 1 && group.staticRequests && typeof group.by !== 'function') {
-    return decideStatic(group, group.staticRequests, group.by, input);
+  const { by, staticRequests, staticMembers } = groups[0];
+  if (groups.length === 1 && staticRequests && staticMembers && typeof by !== 'function') {
+    return decideStatic(staticRequests, staticMembers, by, input);
   }
   return decideGroups(input);
 }
 
+/** One group (so it covers every policy, in order) with fixed requests: its result is the outcome as it is. */
 function decideStatic(
-  group: TrackerGroup,
   requests: PolicyRequest[],
+  members: readonly string[],
   by: 'ip' | 'user' | undefined,
-  { plan, caller, engine, prefix, ipv6Subnet }: RouteDecisionInput,
+  { caller, engine, trackerPrefixes, ipv6Subnet }: RouteDecisionInput,
 ): RouteOutcome | Promise<RouteOutcome> {
   const tracker = knownTracker(by, caller, ipv6Subnet);
-  const result = engine.decideNowOrLater(trackerKeyPrefix(prefix, tracker), requests, 'consume');
-  if (result instanceof Promise) return result.then((r) => assemble([{ group, tracker, requests, result: r }], r.allowed, plan));
-  return assemble([{ group, tracker, requests, result }], result.allowed, plan);
+  const result = engine.decideNowOrLater(trackerPrefixes.get(tracker), requests, 'consume');
+  if (result instanceof Promise) return result.then((r) => staticOutcome(r, members, tracker));
+  return staticOutcome(result, members, tracker);
+}
+
+function staticOutcome({ allowed, decisions, calls }: EngineDecision, members: readonly string[], tracker: string): RouteOutcome {
+  return { allowed, decisions, calls, members, trackers: new Array<string>(decisions.length).fill(tracker) };
 }
 
 async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
@@ -81,13 +86,13 @@ async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
 
 async function decideGroup(
   group: TrackerGroup,
-  { plan, context, caller, engine, prefix, ipv6Subnet }: RouteDecisionInput,
+  { plan, context, caller, engine, trackerPrefixes, ipv6Subnet }: RouteDecisionInput,
 ): Promise<GroupResult> {
   const [tracker, requests] = await Promise.all([
     resolveTracker(group.by, context, caller, ipv6Subnet),
     group.staticRequests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
   ]);
-  const result = await engine.decide(trackerKeyPrefix(prefix, tracker), requests, 'consume');
+  const result = await engine.decide(trackerPrefixes.get(tracker), requests, 'consume');
   return { group, tracker, requests, result };
 }
 
@@ -107,19 +112,14 @@ async function refundCharged(results: GroupResult[], engine: RateLimitEngine): P
 
 function assemble(results: GroupResult[], allowed: boolean, plan: RoutePlan): RouteOutcome {
   const size = plan.policies.length;
-  const outcome: RouteOutcome = {
-    allowed,
-    decisions: new Array(size),
-    calls: new Array(size),
-    members: new Array(size),
-    trackers: new Array(size),
-  };
+  const members = new Array<string>(size);
+  const outcome: RouteOutcome = { allowed, decisions: new Array(size), calls: new Array(size), members, trackers: new Array(size) };
   for (const { group, tracker, requests, result } of results) {
     for (let i = 0; i < group.indexes.length; i++) {
       const policyIndex = group.indexes[i];
       outcome.decisions[policyIndex] = result.decisions[i];
       outcome.calls[policyIndex] = result.calls[i];
-      outcome.members[policyIndex] = plan.policies[policyIndex].member(requests[i].params);
+      members[policyIndex] = plan.policies[policyIndex].member(requests[i].params);
       outcome.trackers[policyIndex] = tracker;
     }
   }

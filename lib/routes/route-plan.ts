@@ -60,6 +60,8 @@ export interface TrackerGroup {
   indexes: number[];
   /** The group's requests when every policy in it is fixed (the usual case): no per-call work at all. */
   staticRequests: PolicyRequest[] | undefined;
+  /** Their `RateLimit-Policy` members, with them. */
+  staticMembers: string[] | undefined;
 }
 
 /** Everything the guard needs for one handler, built once at bootstrap (or on first use). */
@@ -110,13 +112,16 @@ function groupByTracker(policies: readonly PlannedPolicy[]): TrackerGroup[] {
   const groups = new Map<unknown, TrackerGroup>();
   policies.forEach(({ compiled }, index) => {
     const by = compiled.policy.by ?? 'ip';
-    const group = groups.get(by) ?? { by, indexes: [], staticRequests: undefined };
+    const group = groups.get(by) ?? { by, indexes: [], staticRequests: undefined, staticMembers: undefined };
     group.indexes.push(index);
     groups.set(by, group);
   });
   for (const group of groups.values()) {
     const fixed = group.indexes.map((i) => policies[i].staticRequest);
-    if (fixed.every((request) => request !== undefined)) group.staticRequests = fixed as PolicyRequest[];
+    if (fixed.every((request) => request !== undefined)) {
+      group.staticRequests = fixed as PolicyRequest[];
+      group.staticMembers = group.indexes.map((i, n) => policies[i].member(group.staticRequests![n].params));
+    }
   }
   return [...groups.values()];
 }

@@ -155,7 +155,11 @@ export class MemoryStore implements RateLimitStore {
       this.entries.delete(key);
       return;
     }
-    this.entries.set(key, { value, expiresAt: now + ttlMs });
+    const entry = this.entries.get(key, true);
+    if (entry) {
+      entry.value = value;
+      entry.expiresAt = now + ttlMs;
+    } else this.entries.set(key, { value, expiresAt: now + ttlMs });
     this.sweep(now);
   }
 

@@ -10,8 +10,9 @@ export interface CompiledPolicy {
   readonly policy: RateLimitPolicy;
   readonly algorithm: RateLimitAlgorithm;
   readonly name: string;
-  /** Key part after the tracker: `<scope>:<name>:`; the store appends the algorithm tag or `b`. */
-  readonly keySuffix: string;
+  /** Key parts after the tracker: `<scope>:<name>:` then the algorithm's tag (state) or `b` (lockout). */
+  readonly stateKeySuffix: string;
+  readonly blockKeySuffix: string;
   readonly blockForMs: number;
   readonly shadow: boolean;
   /** Params when neither limit nor window is a function; otherwise computed per request. */
@@ -84,11 +85,13 @@ export function compilePolicy(
   if (policy.countOnly && algorithm.name === 'concurrency')
     throw fail(`countOnly cannot be combined with 'concurrency': a lease is always given back when the work ends.`);
 
+  const keySuffix = `${policy.scope === undefined ? scopeKey : `s=${policy.scope}`}:${name}:`;
   const compiled: CompiledPolicy = {
     policy,
     algorithm,
     name,
-    keySuffix: `${policy.scope === undefined ? scopeKey : `s=${policy.scope}`}:${name}:`,
+    stateKeySuffix: keySuffix + algorithm.keyTag,
+    blockKeySuffix: `${keySuffix}b`,
     blockForMs,
     shadow: policy.mode === 'shadow',
     staticParams: undefined,

@@ -32,15 +32,15 @@ describe('memory store bound', () => {
     let allowed = 0;
     for (let i = 0; i < 1_000_000; i++) {
       const { compiled, params } = templates[i % templates.length];
-      const base = trackerKeyPrefix('rl', `t${i}`) + compiled.keySuffix;
+      const base = trackerKeyPrefix('rl', `t${i}`);
       const call: RateLimitCall = {
         algorithm: compiled.algorithm,
         params,
         // Every 10th tracker asks for more than it may, so the policy rejects and writes a lockout key too.
         cost: i % 10 === 0 ? 2 : 1,
         blockForMs: compiled.blockForMs,
-        stateKey: base + compiled.algorithm.keyTag,
-        blockKey: `${base}b`,
+        stateKey: base + compiled.stateKeySuffix,
+        blockKey: base + compiled.blockKeySuffix,
         token: compiled.algorithm.name === 'concurrency' ? `lease${i}` : '',
         fallback: 'fail-open',
         refundable: false,

@@ -3,6 +3,7 @@
  * layout (`:`), or move the key to another cluster slot (`{`, `}`).
  */
 import { encodeTracker, trackerKeyPrefix } from '../../lib/utils/keys';
+import { StringMemo } from '../../lib/utils/string-memo';
 
 /** The cluster hash tag of a key: the part between the first `{` and the next `}` (when non-empty). */
 function hashTag(key: string): string {
@@ -152,5 +153,31 @@ describe('trackerKeyPrefix', () => {
       expect(key).not.toBe(victim);
       expect(hashTag(key)).not.toBe('victim');
     }
+  });
+});
+
+describe('StringMemo (tracker prefixes and keys remembered on the request path)', () => {
+  test('builds a value once per key and hands back the same one', () => {
+    const built: string[] = [];
+    const memo = new StringMemo((tracker) => {
+      built.push(tracker);
+      return trackerKeyPrefix('rl', tracker);
+    });
+    const first = memo.get('ip:10.0.0.1');
+    expect(first).toBe('rl:{ip%3A10.0.0.1}:');
+    expect(memo.get(['ip', '10.0.0.1'].join(':'))).toBe(first);
+    expect(memo.get('user:7')).toBe('rl:{user%3A7}:');
+    expect(built).toEqual(['ip:10.0.0.1', 'user:7']);
+  });
+
+  test('bounded: when full it starts over, so a flood of distinct keys never holds more than maxSize', () => {
+    const built: string[] = [];
+    const memo = new StringMemo((key) => {
+      built.push(key);
+      return key.toUpperCase();
+    }, 3);
+    for (const key of ['a', 'b', 'c', 'a', 'd', 'a', 'e', 'f', 'd']) expect(memo.get(key)).toBe(key.toUpperCase());
+    // a b c fill it; a is remembered; d empties it first; a is built again; e; f empties it again; d is built again.
+    expect(built).toEqual(['a', 'b', 'c', 'd', 'a', 'e', 'f', 'd']);
   });
 });
