@@ -29,7 +29,12 @@ interface Load {
   /** Share of responses that were not 2xx (429s when rejecting). */
   non2xx: number;
   errors: number;
+  /** The app process's CPU time (user + system) per response, µs: steadier than req/s on a busy box. */
+  cpuUs: number;
 }
+
+/** What autocannon reports for one cell, before the app's CPU is added. */
+type LoadSample = Omit<Load, 'cpuUs'> & { total: number };
 
 interface App {
   variant: HttpVariant;
@@ -47,7 +52,7 @@ async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Pr
       BENCH_REDIS_URL: redisUrl,
       BENCH_HTTP_ALGORITHM: settings.httpAlgorithm,
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
   const lines = createInterface({ input: child.stdout! });
   const ports = await new Promise<Record<LimitMode, number>>((resolve, reject) => {
@@ -57,6 +62,14 @@ async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Pr
     });
   });
   return { variant, child, ports };
+}
+
+/** The app's CPU time so far (user + system), µs, asked over IPC. */
+function appCpu(app: App): Promise<number> {
+  return new Promise((resolve) => {
+    app.child.once('message', (message: { cpuUs: number }) => resolve(message.cpuUs));
+    app.child.send('cpu');
+  });
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -69,14 +82,14 @@ async function stop(child: ChildProcess): Promise<void> {
 }
 
 /** The load generator process (bench/http-load.ts), kept for the whole part. */
-function loadGenerator(): { load(port: number, seconds: number): Promise<Load>; child: ChildProcess } {
+function loadGenerator(): { load(port: number, seconds: number): Promise<LoadSample>; child: ChildProcess } {
   const child = fork(join(__dirname, 'http-load.ts'), [], { execArgv: TS_NODE, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const load = (port: number, seconds: number) =>
-    new Promise<Load>((resolve, reject) => {
+    new Promise<LoadSample>((resolve, reject) => {
       child.once('message', (message: { result?: LoadResult; error?: string }) => {
         if (!message.result) return reject(new Error(`autocannon: ${message.error}`));
         const r = message.result;
-        resolve({ rps: r.rps, p50: r.p50, p99: r.p99, non2xx: r.total ? r.non2xx / r.total : 0, errors: r.errors });
+        resolve({ rps: r.rps, p50: r.p50, p99: r.p99, non2xx: r.total ? r.non2xx / r.total : 0, errors: r.errors, total: r.total });
       });
       const request: LoadRequest = { url: `http://127.0.0.1:${port}/`, seconds, connections: settings.httpConnections };
       child.send(request);
@@ -102,7 +115,9 @@ async function main(): Promise<void> {
       for (const { app, mode } of cells) await generator.load(app.ports[mode], settings.httpWarmupSeconds);
       for (let round = 0; round < settings.httpRounds; round++) {
         for (const { app, mode } of cells) {
-          const result = await generator.load(app.ports[mode], settings.httpSeconds);
+          const cpu0 = await appCpu(app);
+          const { total, ...load } = await generator.load(app.ports[mode], settings.httpSeconds);
+          const result: Load = { ...load, cpuUs: ((await appCpu(app)) - cpu0) / Math.max(total, 1) };
           results.set(id(adapter, app.variant, mode), [...(results.get(id(adapter, app.variant, mode)) ?? []), result]);
         }
         process.stderr.write(`http ${adapter}: round ${round + 1}/${settings.httpRounds} done\n`);
@@ -151,12 +166,13 @@ function report(
           fmtRate(median(runs.map((r) => r.rps))),
           variant === 'bare' ? '1.00×' : fmtRatios(ratios(adapter, variant, mode, 'bare', 'allow')),
           `${median(runs.map((r) => r.p50)).toFixed(1)} / ${median(runs.map((r) => r.p99)).toFixed(1)}`,
+          median(runs.map((r) => r.cpuUs)).toFixed(1),
           `${(median(runs.map((r) => r.non2xx)) * 100).toFixed(1)}%`,
           String(runs.reduce((n, r) => n + r.errors, 0)),
         ]);
       }
     }
-    console.log(table(['variant', 'req/s', '× bare (rounds)', 'latency p50 / p99 ms', 'non-2xx', 'errors'], rows));
+    console.log(table(['variant', 'req/s', '× bare (rounds)', 'latency p50 / p99 ms', 'app CPU µs/req', 'non-2xx', 'errors'], rows));
   }
   console.log('\n### Targets (per-round ratios in this run)\n');
   const targets: string[][] = [];
@@ -178,6 +194,16 @@ function report(
           adapter === 'fastify' ? '≥ 0.85×' : '—',
           fmtRatios(r),
           adapter === 'fastify' ? met(r, 0.85) : '',
+        ]);
+        // The same comparison in app CPU per request (bare µs / ours µs, so higher is better), which the
+        // box's drift moves much less than req/s.
+        const own = results.get(id(adapter, 'ours-memory', mode)) ?? [];
+        const bare = results.get(id(adapter, 'bare', 'allow')) ?? [];
+        targets.push([
+          `${adapter} ${mode}-all: ours-memory vs bare, app CPU per request (bare / ours)`,
+          '—',
+          fmtRatios(own.map((r, i) => (bare[i]?.cpuUs ?? NaN) / r.cpuUs)),
+          '',
         ]);
       }
       if (variants.includes('ours-memory') && variants.includes('throttler-memory')) {

@@ -47,19 +47,17 @@ export class RateLimitEngine {
   /** Store calls for `requests`, all under one tracker (one hash tag). */
   calls(trackerPrefix: string, requests: readonly PolicyRequest[]): RateLimitCall[] {
     const keys = this.keys.get(trackerPrefix);
-    return requests.map(({ compiled, params, cost, token }) => {
-      return {
-        algorithm: compiled.algorithm,
-        params,
-        cost,
-        blockForMs: compiled.blockForMs,
-        stateKey: keyOf(keys, trackerPrefix, compiled.stateKeySuffix),
-        blockKey: keyOf(keys, trackerPrefix, compiled.blockKeySuffix),
-        token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
-        fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? 'fail-open',
-        refundable: compiled.policy.countOnly !== undefined,
-      };
-    });
+    return requests.map(({ compiled, params, cost, token }) => ({
+      algorithm: compiled.algorithm,
+      params,
+      cost,
+      blockForMs: compiled.blockForMs,
+      stateKey: keyOf(keys, trackerPrefix, compiled.stateKeySuffix),
+      blockKey: keyOf(keys, trackerPrefix, compiled.blockKeySuffix),
+      token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
+      fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? 'fail-open',
+      refundable: compiled.policy.countOnly !== undefined,
+    }));
   }
 
   async decide(trackerPrefix: string, requests: readonly PolicyRequest[], mode: DecisionMode): Promise<EngineDecision> {
