@@ -32,6 +32,16 @@ const KEYS_PER_CALL = 2;
  */
 export const MAX_BATCH = 32;
 
+/** A script written straight to the connection by {@link RedisStore}: `EVALSHA`, or `EVAL` after `NOSCRIPT`. */
+interface DirectScript {
+  lua: string;
+  sha: string;
+}
+
+function directScript(lua: string): DirectScript {
+  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
+}
+
 /** A decision waiting for the batch of its tick. */
 interface Queued {
   calls: readonly RateLimitCall[];
@@ -49,21 +59,23 @@ interface Queued {
  * On a standalone Redis, decisions made in the same event-loop turn share one call (`batch`, on by default): the
  * script decides them one after the other, exactly as separate calls would, and Node and Redis pay the
  * per-command cost once per batch instead of once per decision. A batch leaves when it is full or when the
- * turn ends, written straight to the connection, so several can be in flight. A cluster cannot run keys of
- * several slots in one script, so there every decision is its own call.
+ * turn ends, written straight to the connection (auto-pipelining would hold it for another turn and send
+ * one pipeline at a time), so several can be in flight; a lone decision goes the same way, with its
+ * algorithm's lean script. A cluster cannot run keys of several slots in one script, so there every
+ * decision is its own call, through ioredis.
  *
- * Every per-decision command has a fixed number of keys so that its first argument is a key: ioredis's
- * auto-pipelining on a Cluster groups custom commands by their first argument. So there is one lean
- * command per algorithm for the usual single-policy decision, and one per policy count for the script
- * holding every algorithm. All are defined up front: an auto-pipeline only knows the commands defined
- * when it was created.
+ * Every command defined with ioredis (decisions on a Cluster or with `batch` off, refunds, lockouts) has a
+ * fixed number of keys so that its first argument is a key: ioredis's auto-pipelining on a Cluster groups
+ * custom commands by their first argument. So there is one lean command per algorithm for the usual
+ * single-policy call, and one per policy count for the script holding every algorithm. All are defined up
+ * front: an auto-pipeline only knows the commands defined when it was created.
  */
 export class RedisStore implements RateLimitStore {
   private readonly single = new Map<string, ScriptCommand>();
   /** `multi[n]` decides n policies of any algorithms. */
   private readonly multi: ScriptCommand[] = [];
-  /** The script for a batch of decisions of any algorithms (standalone Redis only), sent by {@link evalBatch}. */
-  private readonly batched?: { lua: string; sha: string };
+  /** With batching (standalone Redis): each algorithm's lean script, and the one holding them all. */
+  private readonly direct?: { lean: Map<string, DirectScript>; all: DirectScript };
   private queue: Queued[] = [];
 
   /**
@@ -78,19 +90,26 @@ export class RedisStore implements RateLimitStore {
     private readonly owned: boolean,
     batch = true,
   ) {
-    for (const algorithm of algorithms) {
-      this.single.set(algorithm.name, this.define(`rlDecide_${algorithm.keyTag}`, composeDecideScript([algorithm]), KEYS_PER_CALL));
-    }
+    const lean = new Map(algorithms.map((algorithm) => [algorithm, composeDecideScript([algorithm])]));
+    for (const [algorithm, lua] of lean) this.single.set(algorithm.name, this.define(`rlDecide_${algorithm.keyTag}`, lua, KEYS_PER_CALL));
     const all = composeDecideScript(algorithms);
     for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = this.define(`rlDecideAll_${n}`, all, n * KEYS_PER_CALL);
-    if (batch && !client.isCluster) this.batched = { lua: all, sha: createHash('sha1').update(all).digest('hex') };
+    if (batch && !client.isCluster) {
+      this.direct = {
+        lean: new Map([...lean].map(([algorithm, lua]) => [algorithm.name, directScript(lua)])),
+        all: directScript(all),
+      };
+    }
   }
 
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     return new Promise<StoreDecision>((resolve, reject) => {
       const queued: Queued = { calls, mode, resolve, reject };
-      if (!this.batched || calls.length > MAX_POLICIES_PER_DECISION) void this.send([queued]);
-      else {
+      if (!this.direct || calls.length > MAX_POLICIES_PER_DECISION) {
+        this.run(calls, MODE_CODE[mode])
+          .then((reply) => this.settle([queued], reply as Reply))
+          .catch(reject);
+      } else {
         const waiting = this.queue.push(queued);
         if (waiting === MAX_BATCH) this.flush();
         // setImmediate, not nextTick: requests read from several sockets in one poll phase join one batch.
@@ -134,32 +153,30 @@ export class RedisStore implements RateLimitStore {
     if (this.owned) await this.client.quit().catch(() => this.client.disconnect());
   }
 
-  /** Sends the decisions queued since the last batch left (at most {@link MAX_BATCH}). */
+  /**
+   * Sends the decisions queued since the last batch left (at most {@link MAX_BATCH}) in one call: a lone
+   * single-policy decision with its algorithm's lean script, anything else with the script holding them all.
+   */
   private flush(): void {
     const batch = this.queue;
     if (batch.length === 0) return;
     this.queue = [];
-    void this.send(batch);
+    const keys: string[] = [];
+    const args: string[] = [];
+    for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
+    const { lean, all } = this.direct!;
+    const lone = batch.length === 1 && batch[0].calls.length === 1 ? lean.get(batch[0].calls[0].algorithm.name) : undefined;
+    this.evalDirect(lone ?? all, keys, args)
+      .then((reply) => this.settle(batch, reply as Reply))
+      .catch((error: unknown) => {
+        // The call failed as a whole (connection, timeout): whether it ran is unknown, so no decision is
+        // retried (that could charge twice); each fails, as its own call would have.
+        for (const q of batch) q.reject(error);
+      });
   }
 
-  /** One script call for `batch`: a lone decision takes its lean per-algorithm command, several the batch command. */
-  private async send(batch: readonly Queued[]): Promise<void> {
-    let reply: Reply;
-    try {
-      if (batch.length === 1) {
-        reply = (await this.run(batch[0].calls, MODE_CODE[batch[0].mode])) as Reply;
-      } else {
-        const keys: string[] = [];
-        const args: string[] = [];
-        for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
-        reply = (await this.evalBatch(keys, args)) as Reply;
-      }
-    } catch (error) {
-      // The call failed as a whole (connection, timeout): whether it ran is unknown, so no decision is
-      // retried (that could charge twice); each fails, as its own call would have.
-      for (const q of batch) q.reject(error);
-      return;
-    }
+  /** Hands each decision of `batch` its part of the script's reply. */
+  private settle(batch: readonly Queued[], reply: Reply): void {
     let offset = 1;
     for (const q of batch) {
       const flag = reply[offset];
@@ -189,13 +206,11 @@ export class RedisStore implements RateLimitStore {
   }
 
   /**
-   * Sends a batch straight to the connection: batches need no auto-pipelining (it would hold each one for
-   * another tick, and send the next only once the last has answered). `EVALSHA`, then `EVAL` if Redis has
-   * lost the script (`NOSCRIPT`: nothing ran). Keys get the client's `keyPrefix`, as defined commands do.
+   * Writes a script call straight to the connection: `EVALSHA`, then `EVAL` if Redis does not have the
+   * script (`NOSCRIPT`: nothing ran). Keys get the client's `keyPrefix`, as with defined commands.
    */
-  private evalBatch(keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  private evalDirect({ lua, sha }: DirectScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
     const client = this.client as Redis;
-    const { lua, sha } = this.batched!;
     const send = (name: 'evalsha' | 'eval', script: string): Promise<unknown> => {
       const command = new Command(name, [script, keys.length, keys as string[], args as string[]], {
         keyPrefix: client.options.keyPrefix,

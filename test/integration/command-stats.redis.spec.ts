@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine, type PolicyRequest } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
 import { MAX_BATCH, RedisStore } from '../../lib/stores/redis.store';
@@ -57,11 +57,20 @@ beforeAll(async () => {
   service = new RateLimiterService(new RateLimitEngine(store), registry, { prefix: 'rl' });
   // Warm-up: every script once on this connection (ioredis EVALs a script the first time).
   for (const algorithm of ALGORITHMS) await service.peek(single(algorithm), 'warmup');
-  // One command per policy count (see RedisStore): warm each count used below.
+  // One command per policy count (see RedisStore): warm each count used below, decisions and refunds.
   for (const group of GROUPS) await service.consumeAll(group, 'warmup');
+  for (const group of GROUPS) await store.refund(new RateLimitEngine(store).calls('rl:{warmup}:', requestsOf(group)));
   // … and the batch command, used when decisions share a tick.
   await Promise.all([service.peek(single('gcra'), 'warmup'), service.peek(single('gcra'), 'warmup')]);
 }, 30_000);
+
+/** The engine's requests for a group of policies, each of cost 1. */
+function requestsOf(group: RateLimitPolicy[]): PolicyRequest[] {
+  return group.map((policy) => {
+    const compiled = compilePolicy(policy, registry, 'test', 'svc');
+    return { compiled, params: compiled.staticParams!, cost: 1 };
+  });
+}
 
 const onTeardown: Array<() => void> = [];
 
@@ -171,6 +180,24 @@ describe('each decision is exactly one EVALSHA', () => {
     }
   });
 
+  test('a lone decision is written when its turn ends (not held for an auto-pipeline), with its lean script', async () => {
+    const written: Array<{ name: string; keys: number }> = [];
+    const send = client.sendCommand.bind(client);
+    const spy = jest.spyOn(client, 'sendCommand').mockImplementation((command, stream) => {
+      written.push({ name: command.name, keys: Number(command.args[1]) });
+      return send(command, stream);
+    });
+    try {
+      const pending = service.consume(single('token-bucket'), 'lone');
+      // Queued after the store's own end-of-turn flush: runs right after it, before any later turn.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(written).toEqual([{ name: 'evalsha', keys: 2 }]);
+      expect((await pending).remaining).toBe(2);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   test('with batching off, concurrent decisions are one auto-pipelined EVALSHA each', async () => {
     // Its own connection: commands defined again on the shared client would be new scripts to ioredis (EVAL first).
     const own = new Redis({ ...OWNED_CLIENT_DEFAULTS, port: redis.port });
@@ -199,14 +226,7 @@ describe('each decision is exactly one EVALSHA', () => {
         }
       }
       const engine = new RateLimitEngine(store);
-      const { calls } = await engine.decide(
-        'rl:{refund}:',
-        GROUPS[1].map((policy) => {
-          const compiled = compilePolicy(policy, registry, 'test', 'svc');
-          return { compiled, params: compiled.staticParams!, cost: 1 };
-        }),
-        'consume',
-      );
+      const { calls } = await engine.decide('rl:{refund}:', requestsOf(GROUPS[1]), 'consume');
       await engine.refund(calls);
       n += 2;
     });
