@@ -51,10 +51,9 @@ interface Queued {
 }
 
 /**
- * The Redis store: every decision is one `EVALSHA` of a script registered with ioredis `defineCommand`
- * (after `SCRIPT FLUSH`, a restart or a failover, ioredis follows the `NOSCRIPT` reply with one `EVAL`;
- * nothing ran, so nothing counts twice). All keys of a decision share one hash tag, so it runs unchanged
- * on Redis Cluster.
+ * The Redis store: every decision is one `EVALSHA` of a decision script (after `SCRIPT FLUSH`, a restart or
+ * a failover, the `NOSCRIPT` reply is followed by one `EVAL`; nothing ran, so nothing counts twice). All keys
+ * of a decision share one hash tag, so it runs unchanged on Redis Cluster.
  *
  * On a standalone Redis, decisions made in the same event-loop turn share one call (`batch`, on by default): the
  * script decides them one after the other, exactly as separate calls would, and Node and Redis pay the
