@@ -11,8 +11,8 @@ import { decideRoute, type RouteOutcome } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import type { RateLimitCall } from './stores/store.interface';
-import { trackerKeyPrefix } from './utils/keys';
-import { StringMemo } from './utils/string-memo';
+import { trackerKeyPrefixes } from './utils/keys';
+import type { StringMemo } from './utils/string-memo';
 
 /** Store warnings on the request path are logged at most this often. */
 const WARN_INTERVAL_MS = 10_000;
@@ -39,8 +39,7 @@ export class RateLimitGuard implements CanActivate {
     private readonly holds: RateLimitHolds,
     @Inject(RATE_LIMIT_OPTIONS) private readonly options: RateLimitModuleOptions,
   ) {
-    const prefix = options.prefix ?? 'rl';
-    this.trackerPrefixes = new StringMemo((tracker) => trackerKeyPrefix(prefix, tracker));
+    this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
     this.ipv6Subnet = options.ipv6Subnet ?? 64;
     this.contexts = new RateLimitContexts(options);
   }

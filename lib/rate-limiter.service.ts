@@ -10,9 +10,9 @@ import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './rate
 import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
-import { trackerKeyPrefix } from './utils/keys';
+import { trackerKeyPrefixes } from './utils/keys';
 import { describeValue } from './utils/describe-value';
-import { StringMemo } from './utils/string-memo';
+import type { StringMemo } from './utils/string-memo';
 
 /** Options of one programmatic decision. */
 export interface ConsumeOptions {
@@ -63,8 +63,7 @@ export class RateLimiterService {
     private readonly registry: RateLimitAlgorithmRegistry,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
   ) {
-    const prefix = options.prefix ?? 'rl';
-    this.trackerPrefixes = new StringMemo((key) => trackerKeyPrefix(prefix, key));
+    this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
   }
 
   /** Takes `cost` units (default 1) from `key`'s quota under `policy`; a rejection takes nothing. */

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { StringMemo } from './string-memo';
 
 /** Trackers made only of these characters, and not too long, are used in keys as they are. */
 const SAFE_TRACKER = /^[A-Za-z0-9._@-]{1,128}$/;
@@ -37,4 +38,12 @@ function hex(c: string): string {
 /** The part of every key of one tracker up to and including its hash tag: `<prefix>:{<tracker>}:`. */
 export function trackerKeyPrefix(prefix: string, tracker: string): string {
   return `${prefix}:{${encodeTracker(tracker)}}:`;
+}
+
+/**
+ * {@link trackerKeyPrefix} under the module's `prefix` (default `rl`), remembered for recent trackers: a
+ * client's prefix is encoded once, not on every request.
+ */
+export function trackerKeyPrefixes(prefix = 'rl'): StringMemo<string> {
+  return new StringMemo((tracker) => trackerKeyPrefix(prefix, tracker));
 }
