@@ -66,7 +66,7 @@ export class RateLimitGuard implements CanActivate {
 
   /** Answers the call: headers, then a rejection thrown, or a pass (after the shaping delay, if any). */
   private conclude(caller: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): boolean | Promise<boolean> {
-    writeRateLimitHeaders(caller, this.options.headers ?? 'ietf', outcome.members, outcome.decisions);
+    writeRateLimitHeaders(caller, this.options.headers ?? 'ietf', outcome.policyHeader, outcome.decisions);
     this.reportShadow(plan, outcome);
     if (!outcome.allowed) throw this.rejection(caller, outcome.decisions);
     if (plan.settles) this.settleOnEnd(caller, plan, outcome);

@@ -56,16 +56,16 @@ export interface HeaderSink {
   setHeader(name: string, value: string): void;
 }
 
-/** Writes the headers `mode` asks for; `policyMembers[i]` describes `decisions[i]`. */
+/** Writes the headers `mode` asks for; `policyHeader` holds one {@link policyMember} per decision, in order. */
 export function writeRateLimitHeaders(
   exchange: HeaderSink,
   mode: RateLimitHeadersMode,
-  policyMembers: readonly string[],
+  policyHeader: string,
   decisions: readonly RateLimitDecision[],
 ): void {
   if (mode === 'none' || decisions.length === 0) return;
   if (mode === 'ietf' || mode === 'both') {
-    exchange.setHeader('RateLimit-Policy', policyMembers.length === 1 ? policyMembers[0] : policyMembers.join(', '));
+    exchange.setHeader('RateLimit-Policy', policyHeader);
     let quota = quotaMember(decisions[0]);
     for (let i = 1; i < decisions.length; i++) quota += `, ${quotaMember(decisions[i])}`;
     exchange.setHeader('RateLimit', quota);

@@ -24,8 +24,8 @@ export interface RouteOutcome {
   decisions: RateLimitDecision[];
   /** The store calls, to refund or release after the response (`countOnly`, `concurrency`). */
   calls: RateLimitCall[];
-  /** `RateLimit-Policy` members (shared between calls: never written to). */
-  members: readonly string[];
+  /** The `RateLimit-Policy` value: one member per policy, in order. */
+  policyHeader: string;
   /** The tracker each policy was decided for. */
   trackers: string[];
 }
@@ -46,28 +46,25 @@ interface GroupResult {
  */
 export function decideRoute(input: RouteDecisionInput): RouteOutcome | Promise<RouteOutcome> {
   const { groups } = input.plan;
-  const { by, staticRequests, staticMembers } = groups[0];
-  if (groups.length === 1 && staticRequests && staticMembers && typeof by !== 'function') {
-    return decideStatic(staticRequests, staticMembers, by, input);
-  }
+  const { by, fixed } = groups[0];
+  if (groups.length === 1 && fixed && typeof by !== 'function') return decideStatic(fixed, by, input);
   return decideGroups(input);
 }
 
 /** One group (so it covers every policy, in order) with fixed requests: its result is the outcome as it is. */
 function decideStatic(
-  requests: PolicyRequest[],
-  members: readonly string[],
+  { requests, policyHeader }: NonNullable<TrackerGroup['fixed']>,
   by: 'ip' | 'user' | undefined,
   { caller, engine, trackerPrefixes, ipv6Subnet }: RouteDecisionInput,
 ): RouteOutcome | Promise<RouteOutcome> {
   const tracker = knownTracker(by, caller, ipv6Subnet);
   const result = engine.decideNowOrLater(trackerPrefixes.get(tracker), requests, 'consume');
-  if (result instanceof Promise) return result.then((r) => staticOutcome(r, members, tracker));
-  return staticOutcome(result, members, tracker);
+  if (result instanceof Promise) return result.then((r) => staticOutcome(r, policyHeader, tracker));
+  return staticOutcome(result, policyHeader, tracker);
 }
 
-function staticOutcome({ allowed, decisions, calls }: EngineDecision, members: readonly string[], tracker: string): RouteOutcome {
-  return { allowed, decisions, calls, members, trackers: new Array<string>(decisions.length).fill(tracker) };
+function staticOutcome({ allowed, decisions, calls }: EngineDecision, policyHeader: string, tracker: string): RouteOutcome {
+  return { allowed, decisions, calls, policyHeader, trackers: new Array<string>(decisions.length).fill(tracker) };
 }
 
 async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
@@ -90,7 +87,7 @@ async function decideGroup(
 ): Promise<GroupResult> {
   const [tracker, requests] = await Promise.all([
     resolveTracker(group.by, context, caller, ipv6Subnet),
-    group.staticRequests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
+    group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
   ]);
   const result = await engine.decide(trackerPrefixes.get(tracker), requests, 'consume');
   return { group, tracker, requests, result };
@@ -112,16 +109,18 @@ async function refundCharged(results: GroupResult[], engine: RateLimitEngine): P
 
 function assemble(results: GroupResult[], allowed: boolean, plan: RoutePlan): RouteOutcome {
   const size = plan.policies.length;
+  const decisions = new Array<RateLimitDecision>(size);
+  const calls = new Array<RateLimitCall>(size);
   const members = new Array<string>(size);
-  const outcome: RouteOutcome = { allowed, decisions: new Array(size), calls: new Array(size), members, trackers: new Array(size) };
+  const trackers = new Array<string>(size);
   for (const { group, tracker, requests, result } of results) {
     for (let i = 0; i < group.indexes.length; i++) {
       const policyIndex = group.indexes[i];
-      outcome.decisions[policyIndex] = result.decisions[i];
-      outcome.calls[policyIndex] = result.calls[i];
+      decisions[policyIndex] = result.decisions[i];
+      calls[policyIndex] = result.calls[i];
       members[policyIndex] = plan.policies[policyIndex].member(requests[i].params);
-      outcome.trackers[policyIndex] = tracker;
+      trackers[policyIndex] = tracker;
     }
   }
-  return outcome;
+  return { allowed, decisions, calls, policyHeader: members.join(', '), trackers };
 }

@@ -58,10 +58,11 @@ export interface TrackerGroup {
   by: RateLimitTracker | undefined;
   /** Indexes into {@link RoutePlan.policies}. */
   indexes: number[];
-  /** The group's requests when every policy in it is fixed (the usual case): no per-call work at all. */
-  staticRequests: PolicyRequest[] | undefined;
-  /** Their `RateLimit-Policy` members, with them. */
-  staticMembers: string[] | undefined;
+  /**
+   * When every policy in it is fixed (the usual case), its requests and its `RateLimit-Policy` value, built
+   * once: no per-call work at all.
+   */
+  fixed: { requests: PolicyRequest[]; policyHeader: string } | undefined;
 }
 
 /** Everything the guard needs for one handler, built once at bootstrap (or on first use). */
@@ -112,15 +113,15 @@ function groupByTracker(policies: readonly PlannedPolicy[]): TrackerGroup[] {
   const groups = new Map<unknown, TrackerGroup>();
   policies.forEach(({ compiled }, index) => {
     const by = compiled.policy.by ?? 'ip';
-    const group = groups.get(by) ?? { by, indexes: [], staticRequests: undefined, staticMembers: undefined };
+    const group = groups.get(by) ?? { by, indexes: [], fixed: undefined };
     group.indexes.push(index);
     groups.set(by, group);
   });
   for (const group of groups.values()) {
-    const fixed = group.indexes.map((i) => policies[i].staticRequest);
-    if (fixed.every((request) => request !== undefined)) {
-      group.staticRequests = fixed as PolicyRequest[];
-      group.staticMembers = group.indexes.map((i, n) => policies[i].member(group.staticRequests![n].params));
+    const requests = group.indexes.map((i) => policies[i].staticRequest);
+    if (requests.every((request) => request !== undefined)) {
+      const policyHeader = group.indexes.map((i, n) => policies[i].member(requests[n]!.params)).join(', ');
+      group.fixed = { requests: requests as PolicyRequest[], policyHeader };
     }
   }
   return [...groups.values()];
