@@ -32,13 +32,13 @@ const KEYS_PER_CALL = 2;
  */
 export const MAX_BATCH = 32;
 
-/** A script written straight to the connection by {@link RedisStore}: `EVALSHA`, or `EVAL` after `NOSCRIPT`. */
-interface DirectScript {
+/** A decision script and its SHA-1 (the name `EVALSHA` calls it by). */
+interface LuaScript {
   lua: string;
   sha: string;
 }
 
-function directScript(lua: string): DirectScript {
+function luaScript(lua: string): LuaScript {
   return { lua, sha: createHash('sha1').update(lua).digest('hex') };
 }
 
@@ -74,7 +74,7 @@ export class RedisStore implements RateLimitStore {
   /** `multi[n]` decides n policies of any algorithms. */
   private readonly multi: ScriptCommand[] = [];
   /** With batching (standalone Redis): each algorithm's lean script, and the one holding them all. */
-  private readonly direct?: { lean: Map<string, DirectScript>; all: DirectScript };
+  private readonly direct?: { lean: Map<string, LuaScript>; all: LuaScript };
   private queue: Queued[] = [];
 
   /**
@@ -89,16 +89,11 @@ export class RedisStore implements RateLimitStore {
     private readonly owned: boolean,
     batch = true,
   ) {
-    const lean = new Map(algorithms.map((algorithm) => [algorithm, composeDecideScript([algorithm])]));
-    for (const [algorithm, lua] of lean) this.single.set(algorithm.name, this.define(`rlDecide_${algorithm.keyTag}`, lua, KEYS_PER_CALL));
-    const all = composeDecideScript(algorithms);
-    for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = this.define(`rlDecideAll_${n}`, all, n * KEYS_PER_CALL);
-    if (batch && !client.isCluster) {
-      this.direct = {
-        lean: new Map([...lean].map(([algorithm, lua]) => [algorithm.name, directScript(lua)])),
-        all: directScript(all),
-      };
-    }
+    const lean = new Map(algorithms.map((algorithm) => [algorithm.name, luaScript(composeDecideScript([algorithm]))]));
+    const all = luaScript(composeDecideScript(algorithms));
+    for (const { name, keyTag } of algorithms) this.single.set(name, this.define(`rlDecide_${keyTag}`, lean.get(name)!.lua, KEYS_PER_CALL));
+    for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = this.define(`rlDecideAll_${n}`, all.lua, n * KEYS_PER_CALL);
+    if (batch && !client.isCluster) this.direct = { lean, all };
   }
 
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
@@ -208,7 +203,7 @@ export class RedisStore implements RateLimitStore {
    * Writes a script call straight to the connection: `EVALSHA`, then `EVAL` if Redis does not have the
    * script (`NOSCRIPT`: nothing ran). Keys get the client's `keyPrefix`, as with defined commands.
    */
-  private evalDirect({ lua, sha }: DirectScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  private evalDirect({ lua, sha }: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
     const client = this.client as Redis;
     const send = (name: 'evalsha' | 'eval', script: string): Promise<unknown> => {
       const command = new Command(name, [script, keys.length, keys as string[], args as string[]], {
