@@ -47,7 +47,8 @@ export function mostRestrictive(decisions: readonly RateLimitDecision[]): RateLi
  * `null` when one of them can never be allowed (its cost exceeds the policy's capacity).
  */
 export function retryAfterSeconds(rejecting: readonly RateLimitDecision[]): number | null {
-  const ms = Math.max(0, ...rejecting.map((d) => d.retryAfterMs));
+  let ms = 0;
+  for (const d of rejecting) if (d.retryAfterMs > ms) ms = d.retryAfterMs;
   return Number.isFinite(ms) ? ceilDiv(Math.ceil(ms), 1000) : null;
 }
 
