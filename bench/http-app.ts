@@ -14,18 +14,20 @@ import {
   Module,
   type CanActivate,
   type DynamicModule,
+  type ExecutionContext,
   type INestApplication,
   type Provider,
   type Type,
 } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { ServerResponse } from 'node:http';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import * as lib from '../lib';
 import type { RateLimitAlgorithmName } from '../lib';
 
-export const VARIANTS = ['bare', 'noop-guard', 'ours-memory', 'ours-redis', 'throttler-memory', 'throttler-redis'] as const;
+export const VARIANTS = ['bare', 'noop-guard', 'answer-only', 'ours-memory', 'ours-redis', 'throttler-memory', 'throttler-redis'] as const;
 export type HttpVariant = (typeof VARIANTS)[number];
 export type LimitMode = 'allow' | 'reject';
 
@@ -39,6 +41,48 @@ class NoopGuard implements CanActivate {
   async canActivate(): Promise<boolean> {
     return true;
   }
+}
+
+/**
+ * Our guard's answer without its decision: the same `RateLimit-Policy` and `RateLimit` headers on every
+ * response and, reject-all, the same 429 (`Retry-After`, `RateLimitExceededException`), nothing decided.
+ * Ours minus this is what deciding costs; this minus `noop-guard` is what the answer costs any limiter.
+ */
+class AnswerOnlyGuard implements CanActivate {
+  private remaining = LIMIT.allow;
+
+  constructor(private readonly mode: LimitMode) {}
+
+  canActivate(context: ExecutionContext): boolean | Promise<boolean> {
+    const response = context.getArgByIndex<FastifyReply | ServerResponse>(1);
+    if (this.mode === 'allow') {
+      if (IETF_HEADERS) {
+        setHeader(response, 'RateLimit-Policy', ALLOW_POLICY);
+        setHeader(response, 'RateLimit', `"default";r=${--this.remaining};t=60`);
+      }
+      return true;
+    }
+    if (IETF_HEADERS) {
+      setHeader(response, 'RateLimit-Policy', '"default";q=1;w=60');
+      setHeader(response, 'RateLimit', '"default";r=0;t=60');
+    }
+    setHeader(response, 'Retry-After', '60');
+    return Promise.reject(new lib.RateLimitExceededException('Too Many Requests', 60));
+  }
+}
+
+const ALLOW_POLICY = `"default";q=${LIMIT.allow};w=60`;
+/** `answer-only` follows `BENCH_HTTP_HEADERS=none` (no rate-limit headers; a 429 still has `Retry-After`). */
+const IETF_HEADERS = process.env.BENCH_HTTP_HEADERS !== 'none';
+
+/** Fastify's reply, as far as this file uses it. */
+interface FastifyReply {
+  header(name: string, value: string): unknown;
+}
+
+function setHeader(response: FastifyReply | ServerResponse, name: string, value: string): void {
+  if (response instanceof ServerResponse) response.setHeader(name, value);
+  else response.header(name, value);
 }
 
 @Controller()
@@ -55,6 +99,7 @@ function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: strin
   switch (variant) {
     case 'bare':
     case 'noop-guard':
+    case 'answer-only':
       return [];
     case 'ours-memory':
     case 'ours-redis':
@@ -80,11 +125,13 @@ function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: strin
 }
 
 function appModule(variant: HttpVariant, mode: LimitMode, redisUrl: string): Type {
-  const providers: Provider[] = variant.startsWith('throttler')
-    ? [{ provide: APP_GUARD, useClass: ThrottlerGuard }]
-    : variant === 'noop-guard'
-      ? [{ provide: APP_GUARD, useClass: NoopGuard }]
-      : [];
+  const guards: Partial<Record<HttpVariant, Provider>> = {
+    'noop-guard': { provide: APP_GUARD, useClass: NoopGuard },
+    'answer-only': { provide: APP_GUARD, useFactory: () => new AnswerOnlyGuard(mode) },
+    'throttler-memory': { provide: APP_GUARD, useClass: ThrottlerGuard },
+    'throttler-redis': { provide: APP_GUARD, useClass: ThrottlerGuard },
+  };
+  const providers: Provider[] = guards[variant] ? [guards[variant]] : [];
   @Module({ imports: rateLimitImports(variant, mode, redisUrl), controllers: [BenchController], providers })
   class BenchAppModule {}
   return BenchAppModule;

@@ -1,6 +1,7 @@
 /**
  * HTTP overhead: a Nest endpoint on Fastify and on Express, loaded by autocannon in its own process, for
- * the bare app, our guard on the memory store and on Redis, @nestjs/throttler in memory and with
+ * the bare app, a guard that does nothing, one that only answers as ours does (headers, 429) without
+ * deciding, our guard on the memory store and on Redis, @nestjs/throttler in memory and with
  * @nest-lab/throttler-storage-redis; allow-all and reject-all limits. Per adapter, every variant's app runs
  * in its own process (bench/http-app.ts) for the whole part; after one warm-up each, rounds measure every
  * variant in turn (A B C A B C…), and each is compared with the bare app of the same round.
@@ -203,6 +204,22 @@ function report(
           `${adapter} ${mode}-all: ours-memory vs bare, app CPU per request (bare / ours)`,
           '—',
           fmtRatios(own.map((r, i) => (bare[i]?.cpuUs ?? NaN) / r.cpuUs)),
+          '',
+        ]);
+      }
+      if (variants.includes('answer-only') && variants.includes('bare') && variants.includes('ours-memory')) {
+        // Split ours-memory vs bare in two: what answering costs any limiter (the headers; the 429), and
+        // what deciding costs on top.
+        targets.push([
+          `${adapter} ${mode}-all: answer-only vs bare`,
+          '—',
+          fmtRatios(ratios(adapter, 'answer-only', mode, 'bare', 'allow')),
+          '',
+        ]);
+        targets.push([
+          `${adapter} ${mode}-all: ours-memory vs answer-only`,
+          '—',
+          fmtRatios(ratios(adapter, 'ours-memory', mode, 'answer-only', mode)),
           '',
         ]);
       }

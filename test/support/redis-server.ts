@@ -69,6 +69,8 @@ async function launch(port: number, dir: string, extraArgs: string[]): Promise<C
     { stdio: 'ignore' },
   );
   const probe = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  // Refused connections while the server boots are expected: the loop below retries them.
+  probe.on('error', () => undefined);
   for (let attempt = 0; attempt < 100; attempt++) {
     try {
       await probe.connect();
