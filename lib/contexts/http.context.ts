@@ -2,43 +2,29 @@ import type { ExecutionContext } from '@nestjs/common';
 import { HttpExchange, type HttpRequestLike, type HttpResponseLike } from '../http/http-exchange';
 import { ipTracker } from '../http/tracker';
 import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
-import type { RateLimitCallOutcome, RateLimitContextAdapter, RateLimitRejection } from './rate-limit-context';
+import type { RateLimitContextAdapter, RateLimitRejection } from './rate-limit-context';
 
 /**
  * A controller call (`context.getType() === 'http'`, Express or Fastify). Default tracker: `ip:<req.ip>`.
  * Rejected with {@link RateLimitExceededException} (429 with `Retry-After`).
  */
-export class HttpRateLimitContext implements RateLimitContextAdapter {
-  private readonly exchange: HttpExchange;
-
+export class HttpRateLimitContext extends HttpExchange implements RateLimitContextAdapter {
   constructor(context: ExecutionContext) {
     // The arguments `switchToHttp()` would return, read directly: Nest's `switchToHttp()` assigns three new
     // closures onto the context on every call, and this runs for every request.
-    this.exchange = new HttpExchange(context.getArgByIndex<HttpRequestLike>(0), context.getArgByIndex<HttpResponseLike>(1));
-  }
-
-  claim(): boolean {
-    return this.exchange.claim();
+    super(context.getArgByIndex<HttpRequestLike>(0), context.getArgByIndex<HttpResponseLike>(1));
   }
 
   defaultTracker(ipv6Subnet: number): string {
-    return ipTracker(this.exchange.ip, ipv6Subnet);
+    return ipTracker(this.ip, ipv6Subnet);
   }
 
   get user(): unknown {
-    return this.exchange.request.user;
-  }
-
-  setHeader(name: string, value: string): void {
-    this.exchange.setHeader(name, value);
-  }
-
-  onEnd(listener: (outcome: RateLimitCallOutcome) => void): void {
-    this.exchange.onEnd(listener);
+    return this.request.user;
   }
 
   rejected(rejection: RateLimitRejection): Error {
-    return httpRejection(this.exchange, rejection);
+    return httpRejection(this, rejection);
   }
 
   unavailable(): Error {

@@ -56,13 +56,12 @@ export class MemoryStore implements RateLimitStore {
   /** The decision, synchronously (see {@link RateLimitStore.decideSync}). */
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
     const now = Math.floor(this.clock());
-    const verdicts: StoreVerdict[] = [];
-    const charges: Array<AlgorithmVerdict<unknown> | undefined> = [];
+    const verdicts = new Array<StoreVerdict>(calls.length);
+    const charges = new Array<AlgorithmVerdict<unknown> | undefined>(calls.length);
     let allowed = true;
-    for (const call of calls) {
-      const verdict = this.check(call, now, mode, charges);
+    for (let i = 0; i < calls.length; i++) {
+      const verdict = (verdicts[i] = this.check(calls[i], now, mode, charges, i));
       if (!verdict.allowed) allowed = false;
-      verdicts.push(verdict);
     }
     if (mode === 'consume' && allowed) {
       for (let i = 0; i < calls.length; i++) {
@@ -97,9 +96,14 @@ export class MemoryStore implements RateLimitStore {
     this.entries.clear();
   }
 
-  /** Checks one call; `charges` gets its algorithm verdict to commit when allowed (undefined otherwise). */
-  private check(call: RateLimitCall, now: number, mode: DecisionMode, charges: Array<AlgorithmVerdict<unknown> | undefined>): StoreVerdict {
-    charges.push(undefined);
+  /** Checks call `i`; `charges[i]` gets its algorithm verdict to commit when allowed (stays empty otherwise). */
+  private check(
+    call: RateLimitCall,
+    now: number,
+    mode: DecisionMode,
+    charges: Array<AlgorithmVerdict<unknown> | undefined>,
+    i: number,
+  ): StoreVerdict {
     const until = this.read(call.blockKey, now) as number | undefined;
     if (until !== undefined && until > now) {
       return { allowed: false, remaining: 0, resetMs: until - now, retryAfterMs: until - now, delayMs: 0, reason: 1 };
@@ -125,7 +129,7 @@ export class MemoryStore implements RateLimitStore {
       verdict.resetMs = Math.max(verdict.resetMs, call.blockForMs);
       verdict.reason = 1;
     }
-    if (v.allowed) charges[charges.length - 1] = v;
+    if (v.allowed) charges[i] = v;
     return verdict;
   }
 
