@@ -4,7 +4,8 @@
  * deciding, our guard on the memory store and on Redis, @nestjs/throttler in memory and with
  * @nest-lab/throttler-storage-redis; allow-all and reject-all limits. Per adapter, every variant's app runs
  * in its own process (bench/http-app.ts) for the whole part; after one warm-up each, rounds measure every
- * variant in turn (A B C A B C…), and each is compared with the bare app of the same round.
+ * variant in turn (A B C A B C…) with the bare app again after every two cells, and each is compared with
+ * the bare app measured just before and just after it.
  *
  *   npm run bench:http   (BENCH_HTTP_ROUNDS, BENCH_HTTP_SECONDS, BENCH_HTTP_WARMUP_SECONDS, BENCH_HTTP_CONNECTIONS,
  *                         BENCH_HTTP_ALGORITHM, BENCH_ONLY=bare,ours-redis,…, BENCH_HTTP_ADAPTERS=fastify,express)
@@ -32,7 +33,15 @@ interface Load {
   errors: number;
   /** The app process's CPU time (user + system) per response, µs: steadier than req/s on a busy box. */
   cpuUs: number;
+  /**
+   * The bare app around this cell: the mean of its cells just before and just after (it runs after every
+   * {@link BARE_EVERY} cells). Ratios use it, so a variant is compared with the box as it was at the time.
+   */
+  bare?: { rps: number; cpuUs: number };
 }
+
+/** The bare app is measured again after this many cells of the other variants. */
+const BARE_EVERY = 2;
 
 /** What autocannon reports for one cell, before the app's CPU is added. */
 type LoadSample = Omit<Load, 'cpuUs'> & { total: number };
@@ -41,6 +50,12 @@ interface App {
   variant: HttpVariant;
   child: ChildProcess;
   ports: Record<LimitMode, number>;
+}
+
+/** One measured cell: an app and the limit it runs with. */
+interface Cell {
+  app: App;
+  mode: LimitMode;
 }
 
 /** Boots one variant's app pair in a child process and resolves with its ports. */
@@ -114,12 +129,30 @@ async function main(): Promise<void> {
       // The bare app has no limit: one measurement serves both columns.
       const cells = apps.flatMap((app) => (app.variant === 'bare' ? (['allow'] as const) : MODES).map((mode) => ({ app, mode })));
       for (const { app, mode } of cells) await generator.load(app.ports[mode], settings.httpWarmupSeconds);
+      const measure = async ({ app, mode }: Cell): Promise<Load> => {
+        const cpu0 = await appCpu(app);
+        const { total, ...load } = await generator.load(app.ports[mode], settings.httpSeconds);
+        return { ...load, cpuUs: ((await appCpu(app)) - cpu0) / Math.max(total, 1) };
+      };
+      const record = ({ app, mode }: Cell, load: Load) => {
+        results.set(id(adapter, app.variant, mode), [...(results.get(id(adapter, app.variant, mode)) ?? []), load]);
+      };
+      const bare = cells.find(({ app }) => app.variant === 'bare');
+      const others = cells.filter((cell) => cell !== bare);
       for (let round = 0; round < settings.httpRounds; round++) {
-        for (const { app, mode } of cells) {
-          const cpu0 = await appCpu(app);
-          const { total, ...load } = await generator.load(app.ports[mode], settings.httpSeconds);
-          const result: Load = { ...load, cpuUs: ((await appCpu(app)) - cpu0) / Math.max(total, 1) };
-          results.set(id(adapter, app.variant, mode), [...(results.get(id(adapter, app.variant, mode)) ?? []), result]);
+        // bare, A, B, bare, C, D, bare, …: each cell is compared with the bare app just before and after it.
+        let before = bare && (await measure(bare));
+        if (bare && before) record(bare, before);
+        for (let i = 0; i < others.length; i += BARE_EVERY) {
+          const group: Array<[Cell, Load]> = [];
+          for (const cell of others.slice(i, i + BARE_EVERY)) group.push([cell, await measure(cell)]);
+          const after = bare && (await measure(bare));
+          if (bare && after) record(bare, after);
+          for (const [cell, load] of group) {
+            if (before && after) load.bare = { rps: (before.rps + after.rps) / 2, cpuUs: (before.cpuUs + after.cpuUs) / 2 };
+            record(cell, load);
+          }
+          before = after;
         }
         process.stderr.write(`http ${adapter}: round ${round + 1}/${settings.httpRounds} done\n`);
       }
@@ -147,12 +180,17 @@ function report(
     connections: settings.httpConnections,
     ourAlgorithm: settings.httpAlgorithm,
     window: '60s',
-    note: 'req/s median of rounds; "× bare" = median of same-round ratios to the bare app; latency p50 / p99 in ms',
+    bare: `measured before the first cell of a round and after every ${BARE_EVERY} cells`,
+    note: 'req/s median of rounds; "× bare" = median of rounds of req/s ÷ the bare app\'s just before and after; latency p50 / p99 in ms',
   });
+  // A cell's req/s relative to the bare app around it; two variants compare as the ratio of those, so
+  // neither is judged by the box's speed at the other's time.
+  const relative = (load: Load | undefined) => (load === undefined ? NaN : load.bare ? load.rps / load.bare.rps : load.rps);
   const ratios = (adapter: string, variant: HttpVariant, mode: LimitMode, baseVariant: HttpVariant, baseMode: LimitMode): number[] => {
     const own = results.get(id(adapter, variant, mode)) ?? [];
+    if (baseVariant === 'bare') return own.map((r) => (r.bare ? r.rps / r.bare.rps : NaN));
     const base = results.get(id(adapter, baseVariant, baseMode)) ?? [];
-    return own.map((r, i) => r.rps / (base[i]?.rps ?? NaN));
+    return own.map((r, i) => relative(r) / relative(base[i]));
   };
   for (const adapter of ADAPTERS) {
     console.log(`\n### ${adapter}\n`);
@@ -199,11 +237,10 @@ function report(
         // The same comparison in app CPU per request (bare µs / ours µs, so higher is better), which the
         // box's drift moves much less than req/s.
         const own = results.get(id(adapter, 'ours-memory', mode)) ?? [];
-        const bare = results.get(id(adapter, 'bare', 'allow')) ?? [];
         targets.push([
           `${adapter} ${mode}-all: ours-memory vs bare, app CPU per request (bare / ours)`,
           '—',
-          fmtRatios(own.map((r, i) => (bare[i]?.cpuUs ?? NaN) / r.cpuUs)),
+          fmtRatios(own.map((r) => (r.bare?.cpuUs ?? NaN) / r.cpuUs)),
           '',
         ]);
       }
