@@ -1,3 +1,4 @@
+import { LocalLeases } from './local-leases';
 import { pingStore } from './store-health';
 import { LruMap } from '../utils/lru-map';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
@@ -16,30 +17,36 @@ interface Shed {
  * Hot-key shedding: once the store rejects a request with `retryAfterMs = R`, the same request (same keys,
  * same cost) is answered here until R has passed. A rejection changes no state, and nothing but time can
  * make room (lockouts and counters only recover with time; a refund forgets the rejections it concerns),
- * so this is exact; leases
- * (`concurrency`) and refundable policies can free room early and are never shed. Under one abusive client
- * the store stops seeing its traffic. Bounded: at most `maxEntries` rejections are remembered.
+ * so this is exact. Refundable (`countOnly`) policies can free room early and are never shed; a
+ * `concurrency` rejection is shed only while leases this process holds fill the key by themselves
+ * ({@link LocalLeases}), and a release here forgets it. Under one abusive client the store stops seeing
+ * its traffic. Bounded: at most `maxEntries` rejections (and leased keys) are remembered.
  */
 export class SheddingStore implements RateLimitStore {
   /** Oldest remembered first, so the bound evicts in O(1) (see LruMap). */
   private readonly shed = new LruMap<Shed>();
   /** Remembered rejections by the state keys they involve, so a refund finds the ones it voids at once. */
   private readonly byStateKey = new Map<string, Set<string>>();
+  private readonly leases: LocalLeases;
 
   constructor(
     private readonly inner: RateLimitStore,
     private readonly maxEntries: number,
     private readonly clock: () => number = Date.now,
-  ) {}
+  ) {
+    this.leases = new LocalLeases(maxEntries);
+  }
 
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     const key = sheddable(calls) ? keyOf(calls) : undefined;
     const hit = key === undefined ? undefined : this.lookup(key, calls);
     if (hit) return Promise.resolve(hit);
+    const askedAt = this.clock();
     const decision = this.inner.decide(calls, mode);
     if (key === undefined || mode !== 'consume') return decision;
     return decision.then((d) => {
-      this.remember(key, calls, d);
+      if (d.allowed) this.leases.took(calls, d, askedAt);
+      else this.remember(key, calls, d);
       return d;
     });
   }
@@ -55,6 +62,7 @@ export class SheddingStore implements RateLimitStore {
 
   /** A refund makes room before retryAfter: forget the rejections it concerns, so the store decides again. */
   refund(calls: readonly RateLimitCall[]): Promise<void> {
+    this.leases.released(calls);
     for (const call of calls) for (const key of [...(this.byStateKey.get(call.stateKey) ?? [])]) this.drop(key);
     return this.inner.refund(calls);
   }
@@ -67,6 +75,7 @@ export class SheddingStore implements RateLimitStore {
   delete(keys: readonly string[]): Promise<void> {
     this.shed.clear();
     this.byStateKey.clear();
+    this.leases.clear();
     return this.inner.delete(keys);
   }
 
@@ -81,6 +90,7 @@ export class SheddingStore implements RateLimitStore {
   close(): Promise<void> {
     this.shed.clear();
     this.byStateKey.clear();
+    this.leases.clear();
     return this.inner.close();
   }
 
@@ -110,17 +120,34 @@ export class SheddingStore implements RateLimitStore {
     // Store-unavailable verdicts (reason 3) are fallbacks, not facts about the counter.
     if (decision.verdicts.some((v) => v.reason === 3)) return;
     const waits = decision.verdicts.filter((v) => !v.allowed).map((v) => v.retryAfterMs);
-    const retry = waits.some((w) => w < 0) ? Infinity : Math.max(...waits);
+    let retry = waits.some((w) => w < 0) ? Infinity : Math.max(...waits);
+    const now = this.clock();
+    retry = Math.min(retry, this.leasesCertainFor(calls, decision, now));
     if (retry <= 0) return;
     this.drop(key);
     if (this.shed.size >= this.maxEntries) this.drop(this.shed.oldest()!);
-    const now = this.clock();
     this.shed.set(key, { until: now + retry, at: now, calls, decision });
     for (const call of calls) {
       let keys = this.byStateKey.get(call.stateKey);
       if (!keys) this.byStateKey.set(call.stateKey, (keys = new Set()));
       keys.add(key);
     }
+  }
+
+  /**
+   * How long the `concurrency` parts of a rejection stay certain, ms (Infinity without any): each must be a
+   * rejection that leases held here explain alone, a lockout (only time lifts it), or one that can never
+   * pass (cost above the limit).
+   */
+  private leasesCertainFor(calls: readonly RateLimitCall[], decision: StoreDecision, now: number): number {
+    let certain = Infinity;
+    calls.forEach((call, i) => {
+      if (call.algorithm.name !== 'concurrency') return;
+      const verdict = decision.verdicts[i];
+      if (verdict.allowed) certain = 0;
+      else if (verdict.reason === 0) certain = Math.min(certain, this.leases.certainFor(call, now));
+    });
+    return certain;
   }
 
   private drop(key: string): void {
@@ -153,9 +180,9 @@ function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCal
   });
 }
 
-/** Only calls whose room can come back through time alone. */
+/** Not calls whose units can come back by a refund at any time (`countOnly`); leases are checked when remembered. */
 function sheddable(calls: readonly RateLimitCall[]): boolean {
-  return calls.every((c) => c.algorithm.name !== 'concurrency' && c.refundable !== true);
+  return calls.every((c) => c.refundable !== true);
 }
 
 function keyOf(calls: readonly RateLimitCall[]): string {

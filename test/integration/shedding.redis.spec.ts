@@ -149,16 +149,41 @@ describe('hot-key shedding', () => {
     expect(await scriptCalls()).toBe(5);
   });
 
-  it('does not shed count-only or concurrency policies (room can come back early)', async () => {
+  it('does not shed count-only policies (a refund can make room at any time)', async () => {
     const { svc } = await service();
     const counted: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', countOnly: 'failed', name: 'counted' };
-    const leases: RateLimitPolicy = { algorithm: 'concurrency', limit: 1, window: '1h', name: 'leases' };
     await svc.peek(counted, 'warm');
-    await svc.peek(leases, 'warm');
     await admin!.config('RESETSTAT');
     for (let i = 0; i < 10; i++) await svc.consume(counted, 'c');
-    for (let i = 0; i < 10; i++) await svc.consume(leases, 'c');
-    expect(await scriptCalls()).toBe(20);
+    expect(await scriptCalls()).toBe(10);
+  });
+
+  it('sheds a concurrency rejection only while leases held by this instance fill the key, until one is released here', async () => {
+    const { svc } = await service();
+    const { svc: elsewhere } = await service();
+    const leases: RateLimitPolicy = { algorithm: 'concurrency', limit: 2, window: '1h', name: 'leases' };
+    await svc.peek(leases, 'warm');
+    await elsewhere.peek(leases, 'warm');
+
+    // Both leases held here: only a release here (or their expiry, an hour away) can make room.
+    const held = [await svc.lease(leases, 'here'), await svc.lease(leases, 'here')];
+    expect(held.map((l) => l.decision.allowed)).toEqual([true, true]);
+    await admin!.config('RESETSTAT');
+    for (let i = 0; i < 10; i++) expect(await svc.consume(leases, 'here')).toMatchObject({ allowed: false, remaining: 0 });
+    expect(await scriptCalls()).toBe(1);
+    await held[0].release();
+    expect((await svc.lease(leases, 'here')).decision.allowed).toBe(true);
+    expect(await scriptCalls()).toBe(3);
+
+    // One lease here, one held by another instance, which may release it at any time: never shed.
+    expect((await svc.lease(leases, 'shared')).decision.allowed).toBe(true);
+    const theirs = await elsewhere.lease(leases, 'shared');
+    expect(theirs.decision.allowed).toBe(true);
+    await admin!.config('RESETSTAT');
+    for (let i = 0; i < 10; i++) expect((await svc.consume(leases, 'shared')).allowed).toBe(false);
+    expect(await scriptCalls()).toBe(10);
+    await theirs.release();
+    expect((await svc.consume(leases, 'shared')).allowed).toBe(true);
   });
 
   it('a refund makes room before retryAfter: the next call is decided by Redis, not by the remembered rejection', async () => {

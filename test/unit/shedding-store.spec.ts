@@ -3,6 +3,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { SheddingStore } from '../../lib/stores/shedding.store';
 import type { RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
+import { MemoryStore } from '../../lib/stores/memory.store';
 import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
 
@@ -48,5 +49,110 @@ describe('SheddingStore.decideSync', () => {
     now += 600;
     expect(store.decideSync(abuser, 'consume')).toBeUndefined();
     expect(inner.decides).toBe(1);
+  });
+});
+
+describe('SheddingStore and concurrency leases', () => {
+  const registry = new RateLimitAlgorithmRegistry();
+  const compiled = compilePolicy({ algorithm: 'concurrency', limit: 2, window: '10s' }, registry, 'test', 'svc');
+  const engine = new RateLimitEngine(new RejectingStore());
+  const lease = (tracker: string, token: string) =>
+    engine.calls(trackerKeyPrefix('rl', tracker), [{ compiled, params: compiled.staticParams!, cost: 1, token }]);
+
+  /** One memory store shared by two instances, seen only through `decide` (so every answer is counted). */
+  function setup() {
+    const clock = { now: 10_000 };
+    const shared = new MemoryStore({ clock: () => clock.now });
+    const asked = { count: 0 };
+    const inner: RateLimitStore = {
+      decide: (calls, mode) => {
+        asked.count++;
+        return shared.decide(calls, mode);
+      },
+      refund: (calls) => shared.refund(calls),
+      block: (calls, ms) => shared.block(calls, ms),
+      delete: (keys) => shared.delete(keys),
+      close: () => shared.close(),
+    };
+    return {
+      clock,
+      asked,
+      here: new SheddingStore(inner, 100, () => clock.now),
+      elsewhere: new SheddingStore(inner, 100, () => clock.now),
+    };
+  }
+
+  it('sheds while leases taken here fill the key, until the soonest of them expires', async () => {
+    const { clock, asked, here } = setup();
+    expect((await here.decide(lease('t', 'a'), 'consume')).allowed).toBe(true);
+    clock.now = 11_000;
+    expect((await here.decide(lease('t', 'b'), 'consume')).allowed).toBe(true);
+    clock.now = 12_000;
+    expect((await here.decide(lease('t', 'c'), 'consume')).allowed).toBe(false);
+    expect(asked.count).toBe(3);
+    // Lease 'a' expires at 20 000: the rejection is certain until then, and counts down.
+    clock.now = 19_000;
+    expect(here.decideSync(lease('t', 'c'), 'consume')).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 1_000 }] });
+    expect((await here.decide(lease('t', 'c'), 'consume')).allowed).toBe(false);
+    expect(asked.count).toBe(3);
+    clock.now = 20_000;
+    expect(here.decideSync(lease('t', 'c'), 'consume')).toBeUndefined();
+    expect((await here.decide(lease('t', 'c'), 'consume')).allowed).toBe(true);
+    expect(asked.count).toBe(4);
+  });
+
+  it('forgets the rejection when a lease is released here', async () => {
+    const { asked, here } = setup();
+    await here.decide(lease('t', 'a'), 'consume');
+    await here.decide(lease('t', 'b'), 'consume');
+    expect((await here.decide(lease('t', 'c'), 'consume')).allowed).toBe(false);
+    expect(here.decideSync(lease('t', 'c'), 'consume')).toMatchObject({ allowed: false });
+    await here.refund(lease('t', 'b'));
+    expect(here.decideSync(lease('t', 'c'), 'consume')).toBeUndefined();
+    expect((await here.decide(lease('t', 'c'), 'consume')).allowed).toBe(true);
+    expect(asked.count).toBe(4);
+  });
+
+  it('never sheds while another holder has a lease on the key (it may release it at any time)', async () => {
+    const { asked, here, elsewhere } = setup();
+    await here.decide(lease('t', 'a'), 'consume');
+    await elsewhere.decide(lease('t', 'b'), 'consume');
+    for (let i = 0; i < 3; i++) {
+      expect((await here.decide(lease('t', 'c'), 'consume')).allowed).toBe(false);
+      expect(here.decideSync(lease('t', 'c'), 'consume')).toBeUndefined();
+    }
+    expect(asked.count).toBe(5);
+    await elsewhere.refund(lease('t', 'b'));
+    expect((await here.decide(lease('t', 'c'), 'consume')).allowed).toBe(true);
+  });
+
+  it('counts no lease a fallback answered (the store was down: nothing is held there)', async () => {
+    const verdict = (allowed: boolean, reason: 0 | 3) => ({
+      allowed,
+      remaining: 0,
+      resetMs: 5_000,
+      retryAfterMs: allowed ? 0 : 5_000,
+      delayMs: 0,
+      reason,
+    });
+    const answers = [verdict(true, 3), verdict(true, 3), verdict(false, 0), verdict(false, 0)];
+    let asked = 0;
+    const inner: RateLimitStore = {
+      decide: async () => {
+        const v = answers[asked++];
+        return { nowMs: 0, allowed: v.allowed, verdicts: [v] };
+      },
+      refund: async () => undefined,
+      block: async () => undefined,
+      delete: async () => undefined,
+      close: async () => undefined,
+    };
+    const store = new SheddingStore(inner, 100, () => 10_000);
+    await store.decide(lease('t', 'a'), 'consume');
+    await store.decide(lease('t', 'b'), 'consume');
+    expect((await store.decide(lease('t', 'c'), 'consume')).allowed).toBe(false);
+    expect(store.decideSync(lease('t', 'c'), 'consume')).toBeUndefined();
+    expect((await store.decide(lease('t', 'c'), 'consume')).allowed).toBe(false);
+    expect(asked).toBe(4);
   });
 });
