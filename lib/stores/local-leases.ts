@@ -1,6 +1,12 @@
 import { LruMap } from '../utils/lru-map';
 import type { RateLimitCall, StoreDecision } from './store.interface';
 
+/**
+ * Keys with a higher limit are not tracked: their leases could not be counted in little memory, and a
+ * request is rarely turned away by leases of its own instance alone there.
+ */
+const MAX_TRACKED_LIMIT = 1_024;
+
 /** One `concurrency` lease this process took and has not given back. */
 interface Lease {
   cost: number;
@@ -13,12 +19,21 @@ interface Lease {
  * limit`), a rejection of that key stays certain whatever other instances release, until one of these is
  * released here or expires: so it can be shed like a rejection that only time ends. Never overcounts: a
  * lease is counted from the store's answer until its window ends, measured from before the call (the store
- * started its window later), or until it is released here; forgetting one (the bound) only sheds less.
+ * started its window later), or until it is released here; forgetting one (the bounds) only sheds less.
+ * Memory: at most `maxKeys` keys, each with at most about `limit` leases (the expired ones are dropped
+ * once a key holds more than its limit; the store never lets more than `limit` be live).
  */
 export class LocalLeases {
   private readonly byKey = new LruMap<Map<string, Lease>>();
 
   constructor(private readonly maxKeys: number) {}
+
+  /** Leases tracked (live or not yet dropped), for tests. */
+  get size(): number {
+    let n = 0;
+    for (const [, leases] of this.byKey) n += leases.size;
+    return n;
+  }
 
   /** Records the leases an allowed decision took, asked at local time `askedAt`. */
   took(calls: readonly RateLimitCall[], decision: StoreDecision, askedAt: number): void {
@@ -26,12 +41,14 @@ export class LocalLeases {
       const call = calls[i];
       // A fallback's answer (reason 3) took nothing in the store.
       if (call.algorithm.name !== 'concurrency' || call.cost <= 0 || decision.verdicts[i].reason !== 0) continue;
+      if (call.params.limit > MAX_TRACKED_LIMIT) continue;
       let leases = this.byKey.get(call.stateKey, true);
       if (!leases) {
         if (this.byKey.size >= this.maxKeys) this.byKey.delete(this.byKey.oldest()!);
         this.byKey.set(call.stateKey, (leases = new Map()));
       }
       leases.set(call.token, { cost: call.cost, expiresAt: askedAt + call.params.windowMs });
+      if (leases.size > call.params.limit) dropExpired(leases, askedAt);
     }
   }
 
@@ -52,15 +69,10 @@ export class LocalLeases {
   certainFor(call: RateLimitCall, now: number): number {
     const leases = this.byKey.get(call.stateKey);
     if (!leases) return 0;
-    const live: Lease[] = [];
+    dropExpired(leases, now);
+    const live = [...leases.values()];
     let held = 0;
-    for (const [token, lease] of leases) {
-      if (lease.expiresAt <= now) leases.delete(token);
-      else {
-        live.push(lease);
-        held += lease.cost;
-      }
-    }
+    for (const lease of live) held += lease.cost;
     let excess = held + call.cost - call.params.limit;
     if (excess <= 0) return 0;
     // Room comes back here once enough of these expire (soonest first).
@@ -75,4 +87,8 @@ export class LocalLeases {
   clear(): void {
     this.byKey.clear();
   }
+}
+
+function dropExpired(leases: Map<string, Lease>, now: number): void {
+  for (const [token, lease] of leases) if (lease.expiresAt <= now) leases.delete(token);
 }

@@ -3,6 +3,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { SheddingStore } from '../../lib/stores/shedding.store';
 import type { RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
+import { LocalLeases } from '../../lib/stores/local-leases';
 import { MemoryStore } from '../../lib/stores/memory.store';
 import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
@@ -154,5 +155,40 @@ describe('SheddingStore and concurrency leases', () => {
     expect(store.decideSync(lease('t', 'c'), 'consume')).toBeUndefined();
     expect((await store.decide(lease('t', 'c'), 'consume')).allowed).toBe(false);
     expect(asked).toBe(4);
+  });
+});
+
+describe('LocalLeases', () => {
+  const registry = new RateLimitAlgorithmRegistry();
+  const engine = new RateLimitEngine(new RejectingStore());
+  const leaseOf = (limit: number) => {
+    const compiled = compilePolicy({ algorithm: 'concurrency', limit, window: '10s' }, registry, 'test', 'svc');
+    return (token: string) => engine.calls(trackerKeyPrefix('rl', 't'), [{ compiled, params: compiled.staticParams!, cost: 1, token }]);
+  };
+  const allowed: StoreDecision = {
+    nowMs: 0,
+    allowed: true,
+    verdicts: [{ allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: 0 }],
+  };
+
+  it('holds about `limit` leases per key: leases never released are dropped once expired', () => {
+    const leases = new LocalLeases(100);
+    const lease = leaseOf(2);
+    leases.took(lease('a'), allowed, 10_000);
+    leases.took(lease('b'), allowed, 10_000);
+    expect(leases.certainFor(lease('c')[0], 15_000)).toBe(5_000);
+    // 'a' and 'b' expired at 20 000 without a release; the store let 'c' and 'd' in.
+    leases.took(lease('c'), allowed, 21_000);
+    leases.took(lease('d'), allowed, 21_000);
+    expect(leases.size).toBe(2);
+    expect(leases.certainFor(lease('e')[0], 22_000)).toBe(9_000);
+  });
+
+  it('does not track keys with a limit above 1,024 (they never shed on leases)', () => {
+    const leases = new LocalLeases(100);
+    const lease = leaseOf(5_000);
+    for (let i = 0; i < 5_000; i++) leases.took(lease(`l${i}`), allowed, 10_000);
+    expect(leases.size).toBe(0);
+    expect(leases.certainFor(lease('one-more')[0], 10_000)).toBe(0);
   });
 });
