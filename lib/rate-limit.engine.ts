@@ -37,7 +37,7 @@ const REASONS = [undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailab
  */
 export class RateLimitEngine {
   /** Each recent tracker's keys, by key suffix: the same strings every request (see {@link StringMemo}). */
-  private readonly keys = new StringMemo<Map<string, string>>(() => new Map());
+  private readonly keys = new StringMemo((trackerPrefix) => new StringMemo((suffix) => trackerPrefix + suffix));
 
   constructor(
     readonly store: RateLimitStore,
@@ -52,8 +52,8 @@ export class RateLimitEngine {
       params,
       cost,
       blockForMs: compiled.blockForMs,
-      stateKey: keyOf(keys, trackerPrefix, compiled.stateKeySuffix),
-      blockKey: keyOf(keys, trackerPrefix, compiled.blockKeySuffix),
+      stateKey: keys.get(compiled.stateKeySuffix),
+      blockKey: keys.get(compiled.blockKeySuffix),
       token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
       fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? 'fail-open',
       refundable: compiled.policy.countOnly !== undefined,
@@ -135,16 +135,6 @@ export class RateLimitEngine {
     const decisions = result.verdicts.map((verdict, i) => toDecision(requests[i], verdict));
     return { allowed: result.allowed, decisions, calls };
   }
-}
-
-/** The key `trackerPrefix + suffix`, built once per tracker and suffix while the tracker is remembered. */
-function keyOf(keys: Map<string, string>, trackerPrefix: string, suffix: string): string {
-  let key = keys.get(suffix);
-  if (key === undefined) {
-    key = trackerPrefix + suffix;
-    keys.set(suffix, key);
-  }
-  return key;
 }
 
 /**

@@ -7,7 +7,7 @@ import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitEngine } from './rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
-import { decideRoute, type RouteOutcome } from './routes/decide-route';
+import { decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import type { RateLimitCall } from './stores/store.interface';
@@ -124,7 +124,7 @@ export class RateLimitGuard implements CanActivate {
       const d = outcome.decisions[i];
       if (d.reason === 'shadow') {
         this.logger.debug(
-          `shadow: policy '${d.policy}' on ${plan.route} would have rejected ${outcome.trackers[i]} (retry after ${d.retryAfterMs} ms)`,
+          `shadow: policy '${d.policy}' on ${plan.route} would have rejected ${trackerOf(outcome, i)} (retry after ${d.retryAfterMs} ms)`,
         );
       }
     }

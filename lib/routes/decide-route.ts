@@ -26,8 +26,13 @@ export interface RouteOutcome {
   calls: RateLimitCall[];
   /** The `RateLimit-Policy` value: one member per policy, in order. */
   policyHeader: string;
-  /** The tracker each policy was decided for. */
-  trackers: string[];
+  /** The tracker each policy was decided for; one string when they all were decided for the same one. */
+  trackers: string | string[];
+}
+
+/** The tracker policy `i` of `outcome` was decided for. */
+export function trackerOf({ trackers }: RouteOutcome, i: number): string {
+  return typeof trackers === 'string' ? trackers : trackers[i];
 }
 
 interface GroupResult {
@@ -64,7 +69,7 @@ function decideStatic(
 }
 
 function staticOutcome({ allowed, decisions, calls }: EngineDecision, policyHeader: string, tracker: string): RouteOutcome {
-  return { allowed, decisions, calls, policyHeader, trackers: new Array<string>(decisions.length).fill(tracker) };
+  return { allowed, decisions, calls, policyHeader, trackers: tracker };
 }
 
 async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {

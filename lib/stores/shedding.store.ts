@@ -41,12 +41,13 @@ export class SheddingStore implements RateLimitStore {
     const key = sheddable(calls) ? keyOf(calls) : undefined;
     const hit = key === undefined ? undefined : this.lookup(key, calls);
     if (hit) return Promise.resolve(hit);
-    const askedAt = this.clock();
+    // A lease's window is counted from before the call (see LocalLeases): only calls that take leases need the time.
+    const askedAt = mode === 'consume' && takesLeases(calls) ? this.clock() : undefined;
     const decision = this.inner.decide(calls, mode);
     if (key === undefined || mode !== 'consume') return decision;
     return decision.then((d) => {
-      if (d.allowed) this.leases.took(calls, d, askedAt);
-      else this.remember(key, calls, d);
+      if (!d.allowed) this.remember(key, calls, d);
+      else if (askedAt !== undefined) this.leases.took(calls, d, askedAt);
       return d;
     });
   }
@@ -183,6 +184,11 @@ function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCal
 /** Not calls whose units can come back by a refund at any time (`countOnly`); leases are checked when remembered. */
 function sheddable(calls: readonly RateLimitCall[]): boolean {
   return calls.every((c) => c.refundable !== true);
+}
+
+function takesLeases(calls: readonly RateLimitCall[]): boolean {
+  for (const call of calls) if (call.algorithm.name === 'concurrency') return true;
+  return false;
 }
 
 function keyOf(calls: readonly RateLimitCall[]): string {
