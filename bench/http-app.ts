@@ -20,11 +20,12 @@ import {
   type Type,
 } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
-import { ServerResponse } from 'node:http';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import * as lib from '../lib';
+import { httpRejection } from '../lib/contexts/http.context';
+import { HttpExchange, type HttpRequestLike, type HttpResponseLike } from '../lib/http/http-exchange';
 import type { RateLimitAlgorithmName } from '../lib';
 
 export const VARIANTS = ['bare', 'noop-guard', 'answer-only', 'ours-memory', 'ours-redis', 'throttler-memory', 'throttler-redis'] as const;
@@ -54,36 +55,26 @@ class AnswerOnlyGuard implements CanActivate {
   constructor(private readonly mode: LimitMode) {}
 
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
-    const response = context.getArgByIndex<FastifyReply | ServerResponse>(1);
+    // The guard's own exchange and 429 (`Retry-After`, the exception), so only the decision is missing.
+    const exchange = new HttpExchange(context.getArgByIndex<HttpRequestLike>(0), context.getArgByIndex<HttpResponseLike>(1));
     if (this.mode === 'allow') {
       if (IETF_HEADERS) {
-        setHeader(response, 'RateLimit-Policy', ALLOW_POLICY);
-        setHeader(response, 'RateLimit', `"default";r=${--this.remaining};t=60`);
+        exchange.setHeader('RateLimit-Policy', ALLOW_POLICY);
+        exchange.setHeader('RateLimit', `"default";r=${--this.remaining};t=60`);
       }
       return true;
     }
     if (IETF_HEADERS) {
-      setHeader(response, 'RateLimit-Policy', '"default";q=1;w=60');
-      setHeader(response, 'RateLimit', '"default";r=0;t=60');
+      exchange.setHeader('RateLimit-Policy', '"default";q=1;w=60');
+      exchange.setHeader('RateLimit', '"default";r=0;t=60');
     }
-    setHeader(response, 'Retry-After', '60');
-    return Promise.reject(new lib.RateLimitExceededException('Too Many Requests', 60));
+    return Promise.reject(httpRejection(exchange, { message: 'Too Many Requests', retryAfter: 60, decisions: [] }));
   }
 }
 
 const ALLOW_POLICY = `"default";q=${LIMIT.allow};w=60`;
 /** `answer-only` follows `BENCH_HTTP_HEADERS=none` (no rate-limit headers; a 429 still has `Retry-After`). */
 const IETF_HEADERS = process.env.BENCH_HTTP_HEADERS !== 'none';
-
-/** Fastify's reply, as far as this file uses it. */
-interface FastifyReply {
-  header(name: string, value: string): unknown;
-}
-
-function setHeader(response: FastifyReply | ServerResponse, name: string, value: string): void {
-  if (response instanceof ServerResponse) response.setHeader(name, value);
-  else response.header(name, value);
-}
 
 @Controller()
 class BenchController {

@@ -139,15 +139,19 @@ async function main(): Promise<void> {
       };
       const bare = cells.find(({ app }) => app.variant === 'bare');
       const others = cells.filter((cell) => cell !== bare);
+      const measureBare = async (): Promise<Load | undefined> => {
+        if (!bare) return undefined;
+        const load = await measure(bare);
+        record(bare, load);
+        return load;
+      };
       for (let round = 0; round < settings.httpRounds; round++) {
         // bare, A, B, bare, C, D, bare, …: each cell is compared with the bare app just before and after it.
-        let before = bare && (await measure(bare));
-        if (bare && before) record(bare, before);
+        let before = await measureBare();
         for (let i = 0; i < others.length; i += BARE_EVERY) {
           const group: Array<[Cell, Load]> = [];
           for (const cell of others.slice(i, i + BARE_EVERY)) group.push([cell, await measure(cell)]);
-          const after = bare && (await measure(bare));
-          if (bare && after) record(bare, after);
+          const after = await measureBare();
           for (const [cell, load] of group) {
             if (before && after) load.bare = { rps: (before.rps + after.rps) / 2, cpuUs: (before.cpuUs + after.cpuUs) / 2 };
             record(cell, load);
