@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext } f
 import { RateLimitContexts } from './contexts/create-context';
 import type { RateLimitContextAdapter } from './contexts/rate-limit-context';
 import { retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
+import { IpTrackers } from './http/tracker';
 import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
@@ -29,7 +30,7 @@ const WARN_INTERVAL_MS = 10_000;
 export class RateLimitGuard implements CanActivate {
   private readonly logger = new Logger('RateLimitGuard');
   private readonly trackerPrefixes: StringMemo<string>;
-  private readonly ipv6Subnet: number;
+  private readonly ips: IpTrackers;
   private readonly contexts: RateLimitContexts;
   private lastWarnAt = -Infinity;
 
@@ -40,7 +41,7 @@ export class RateLimitGuard implements CanActivate {
     @Inject(RATE_LIMIT_OPTIONS) private readonly options: RateLimitModuleOptions,
   ) {
     this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
-    this.ipv6Subnet = options.ipv6Subnet ?? 64;
+    this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     this.contexts = new RateLimitContexts(options);
   }
 
@@ -61,7 +62,7 @@ export class RateLimitGuard implements CanActivate {
       caller,
       engine: this.engine,
       trackerPrefixes: this.trackerPrefixes,
-      ipv6Subnet: this.ipv6Subnet,
+      ips: this.ips,
     });
     if (outcome instanceof Promise) return outcome.then((o) => this.conclude(caller, plan, o));
     return this.conclude(caller, plan, outcome);

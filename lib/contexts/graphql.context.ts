@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { HttpExchange, requestIp, type HttpRequestLike, type HttpResponseLike } from '../http/http-exchange';
-import { ipTracker } from '../http/tracker';
+import type { IpTrackers } from '../http/tracker';
 import { RateLimitStoreUnavailableException } from '../rate-limit.exception';
 import { httpRejection } from './http.context';
 import { claimContext, type RateLimitCallOutcome, type RateLimitContextAdapter, type RateLimitRejection } from './rate-limit-context';
@@ -58,8 +58,8 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
     return claimContext(this.context);
   }
 
-  defaultTracker(ipv6Subnet: number): string {
-    return ipTracker(this.request && requestIp(this.request), ipv6Subnet);
+  defaultTracker(ips: IpTrackers): string {
+    return ips.of(this.request && requestIp(this.request));
   }
 
   get user(): unknown {

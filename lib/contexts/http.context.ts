@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { HttpExchange, type HttpRequestLike, type HttpResponseLike } from '../http/http-exchange';
-import { ipTracker } from '../http/tracker';
+import type { IpTrackers } from '../http/tracker';
 import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
 import type { RateLimitContextAdapter, RateLimitRejection } from './rate-limit-context';
 
@@ -15,8 +15,8 @@ export class HttpRateLimitContext extends HttpExchange implements RateLimitConte
     super(context.getArgByIndex<HttpRequestLike>(0), context.getArgByIndex<HttpResponseLike>(1));
   }
 
-  defaultTracker(ipv6Subnet: number): string {
-    return ipTracker(this.ip, ipv6Subnet);
+  defaultTracker(ips: IpTrackers): string {
+    return ips.of(this.ip);
   }
 
   get user(): unknown {

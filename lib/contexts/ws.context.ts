@@ -1,5 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { ipTracker } from '../http/tracker';
+import type { IpTrackers } from '../http/tracker';
 import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
 import {
   claimContext,
@@ -45,8 +45,8 @@ export class WsRateLimitContext implements RateLimitContextAdapter {
     return claimContext(this.context);
   }
 
-  defaultTracker(ipv6Subnet: number): string {
-    return ipTracker(this.client.handshake?.address, ipv6Subnet);
+  defaultTracker(ips: IpTrackers): string {
+    return ips.of(this.client.handshake?.address);
   }
 
   get user(): unknown {

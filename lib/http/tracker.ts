@@ -2,6 +2,7 @@ import type { ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitTracker } from '../interfaces/policy.interface';
 import { describeValue } from '../utils/describe-value';
+import { StringMemo } from '../utils/string-memo';
 import { clientIpKey } from './client-ip';
 
 /** Who is calling, as one kind of execution context (HTTP, GraphQL, WebSocket, RPC) sees it. */
@@ -10,7 +11,7 @@ export interface TrackerSource {
    * The context's own default tracker, used for `'ip'`, for a policy without `by`, and when a tracker
    * function returns nothing: `ip:<address>` where there is a client address.
    */
-  defaultTracker(ipv6Subnet: number): string;
+  defaultTracker(ips: IpTrackers): string;
   /** The authenticated user for `by: 'user'`; `undefined` when anonymous or when the context has none. */
   readonly user: unknown;
 }
@@ -28,11 +29,11 @@ export async function resolveTracker(
   by: RateLimitTracker | undefined,
   context: ExecutionContext,
   source: TrackerSource,
-  ipv6Subnet: number,
+  ips: IpTrackers,
 ): Promise<string> {
-  if (typeof by !== 'function') return knownTracker(by, source, ipv6Subnet);
+  if (typeof by !== 'function') return knownTracker(by, source, ips);
   const value: unknown = await by(context);
-  if (value === undefined || value === null || value === '') return source.defaultTracker(ipv6Subnet);
+  if (value === undefined || value === null || value === '') return source.defaultTracker(ips);
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   if (typeof value !== 'string') {
     throw new RateLimitConfigError(
@@ -43,14 +44,26 @@ export async function resolveTracker(
 }
 
 /** The tracker of `'ip'`, `'user'` or no `by`, which needs no waiting (see {@link resolveTracker}). */
-export function knownTracker(by: 'ip' | 'user' | undefined, source: TrackerSource, ipv6Subnet: number): string {
-  if (by === 'user') return userTracker(source.user) ?? source.defaultTracker(ipv6Subnet);
-  return source.defaultTracker(ipv6Subnet);
+export function knownTracker(by: 'ip' | 'user' | undefined, source: TrackerSource, ips: IpTrackers): string {
+  if (by === 'user') return userTracker(source.user) ?? source.defaultTracker(ips);
+  return source.defaultTracker(ips);
 }
 
-/** `ip:<address>` (IPv6 grouped by `ipv6Subnet`); `ip:unknown` when there is no address (the socket is gone). */
-export function ipTracker(address: string | undefined, ipv6Subnet: number): string {
-  return `ip:${address ? clientIpKey(address, ipv6Subnet) : 'unknown'}`;
+/**
+ * The `ip:` tracker of a client address: `ip:<address>`, IPv6 grouped by `ipv6Subnet`, `ip:unknown` when
+ * there is no address (the socket is gone). Remembered for recent addresses: a connection hands every one
+ * of its requests the same address string, so the tracker (and its hash) is built once, not per request.
+ */
+export class IpTrackers {
+  private readonly trackers: StringMemo<string>;
+
+  constructor(readonly ipv6Subnet: number) {
+    this.trackers = new StringMemo((address) => `ip:${clientIpKey(address, ipv6Subnet)}`);
+  }
+
+  of(address: string | undefined): string {
+    return address ? this.trackers.get(address) : 'ip:unknown';
+  }
 }
 
 function userTracker(user: unknown): string | undefined {

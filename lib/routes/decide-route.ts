@@ -1,5 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { knownTracker, resolveTracker, type TrackerSource } from '../http/tracker';
+import { knownTracker, resolveTracker, type IpTrackers, type TrackerSource } from '../http/tracker';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
@@ -15,7 +15,8 @@ export interface RouteDecisionInput {
   engine: RateLimitEngine;
   /** Each tracker's key prefix (`<prefix>:{<tracker>}:`), remembered for recent trackers. */
   trackerPrefixes: StringMemo<string>;
-  ipv6Subnet: number;
+  /** `ip:` trackers of recent client addresses. */
+  ips: IpTrackers;
 }
 
 /** The decision of every policy of a route; arrays are aligned with `plan.policies`. */
@@ -60,9 +61,9 @@ export function decideRoute(input: RouteDecisionInput): RouteOutcome | Promise<R
 function decideStatic(
   { requests, policyHeader }: NonNullable<TrackerGroup['fixed']>,
   by: 'ip' | 'user' | undefined,
-  { caller, engine, trackerPrefixes, ipv6Subnet }: RouteDecisionInput,
+  { caller, engine, trackerPrefixes, ips }: RouteDecisionInput,
 ): RouteOutcome | Promise<RouteOutcome> {
-  const tracker = knownTracker(by, caller, ipv6Subnet);
+  const tracker = knownTracker(by, caller, ips);
   const result = engine.decideNowOrLater(trackerPrefixes.get(tracker), requests, 'consume');
   if (result instanceof Promise) return result.then((r) => staticOutcome(r, policyHeader, tracker));
   return staticOutcome(result, policyHeader, tracker);
@@ -88,10 +89,10 @@ async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
 
 async function decideGroup(
   group: TrackerGroup,
-  { plan, context, caller, engine, trackerPrefixes, ipv6Subnet }: RouteDecisionInput,
+  { plan, context, caller, engine, trackerPrefixes, ips }: RouteDecisionInput,
 ): Promise<GroupResult> {
   const [tracker, requests] = await Promise.all([
-    resolveTracker(group.by, context, caller, ipv6Subnet),
+    resolveTracker(group.by, context, caller, ips),
     group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
   ]);
   const result = await engine.decide(trackerPrefixes.get(tracker), requests, 'consume');

@@ -1,4 +1,5 @@
 import { clientIpKey } from '../../lib/http/client-ip';
+import { IpTrackers } from '../../lib/http/tracker';
 
 describe('clientIpKey', () => {
   it.each([
@@ -21,5 +22,25 @@ describe('clientIpKey', () => {
   it('puts two addresses of one /64 in one group and a neighbouring /64 in another', () => {
     expect(clientIpKey('2001:db8:0:1::1')).toBe(clientIpKey('2001:db8:0:1:ffff:ffff:ffff:ffff'));
     expect(clientIpKey('2001:db8:0:1::1')).not.toBe(clientIpKey('2001:db8:0:2::1'));
+  });
+});
+
+describe('IpTrackers (the `ip:` tracker of each recent client address)', () => {
+  it('is ip:<clientIpKey> under its own subnet, and ip:unknown without an address', () => {
+    const by48 = new IpTrackers(48);
+    const by64 = new IpTrackers(64);
+    expect(by48.of('2001:db8:7:1::1')).toBe('ip:2001:db8:7::/48');
+    expect(by64.of('2001:db8:7:1::1')).toBe('ip:2001:db8:7:1::/64');
+    expect(by64.of('::ffff:203.0.113.7')).toBe('ip:203.0.113.7');
+    expect(by64.of(undefined)).toBe('ip:unknown');
+    expect(by64.of('')).toBe('ip:unknown');
+  });
+
+  it('gives a repeated address the tracker it remembered, and keeps addresses apart', () => {
+    const ips = new IpTrackers(64);
+    const first = ips.of('203.0.113.7');
+    expect(ips.of('203.0.113.8')).toBe('ip:203.0.113.8');
+    expect(ips.of('203.0.113.7')).toBe(first);
+    expect(first).toBe('ip:203.0.113.7');
   });
 });

@@ -15,12 +15,14 @@ import { GraphqlRateLimitContext } from '../../lib/contexts/graphql.context';
 import { HttpRateLimitContext } from '../../lib/contexts/http.context';
 import { RpcRateLimitContext } from '../../lib/contexts/rpc.context';
 import { WsRateLimitContext } from '../../lib/contexts/ws.context';
-import { resolveTracker } from '../../lib/http/tracker';
+import { IpTrackers, resolveTracker } from '../../lib/http/tracker';
 import { validateModuleOptions } from '../../lib/utils/validate-options';
 
 class MathController {
   sum() {}
 }
+
+const ips = new IpTrackers(64);
 
 function context(type: string, args: unknown[]): ExecutionContextHost {
   const host = new ExecutionContextHost(args, MathController, MathController.prototype.sum);
@@ -40,7 +42,7 @@ describe('HTTP context', () => {
   it('tracks req.ip, grouping IPv6 by the subnet, and sets Retry-After on a rejection', () => {
     const res = expressResponse();
     const call = new HttpRateLimitContext(context('http', [{ ip: '2001:db8:1:2:3:4:5:6', headers: {} }, res]));
-    expect(call.defaultTracker(64)).toBe('ip:2001:db8:1:2::/64');
+    expect(call.defaultTracker(ips)).toBe('ip:2001:db8:1:2::/64');
     const error = call.rejected(rejection);
     expect(error).toBeInstanceOf(RateLimitExceededException);
     expect(res.headers).toEqual({ 'Retry-After': '7' });
@@ -54,14 +56,14 @@ describe('GraphQL context', () => {
     const res = expressResponse();
     const req = { ip: '::ffff:10.0.0.9', headers: {}, user: { id: 7 }, res };
     const call = new GraphqlRateLimitContext(context('graphql', [{}, {}, { req }, info('query')]));
-    expect(call.defaultTracker(64)).toBe('ip:10.0.0.9');
+    expect(call.defaultTracker(ips)).toBe('ip:10.0.0.9');
     expect(call.user).toEqual({ id: 7 });
     call.setHeader('RateLimit', '"default";r=1;t=1');
     expect(call.rejected(rejection)).toBeInstanceOf(RateLimitExceededException);
     expect(res.headers).toEqual({ RateLimit: '"default";r=1;t=1', 'Retry-After': '7' });
   });
 
-  it('reads Mercurius { reply } (reply.request) and writes headers through reply.header', () => {
+  it('reads Mercurius { reply } (reply.request) and writes headers through reply.header, named lowercase as Fastify sends them', () => {
     const written: Array<[string, string]> = [];
     const reply = {
       raw: {},
@@ -69,21 +71,25 @@ describe('GraphQL context', () => {
       header: (name: string, value: string) => written.push([name, value]),
     };
     const call = new GraphqlRateLimitContext(context('graphql', [{}, {}, { reply }, info('mutation')]));
-    expect(call.defaultTracker(64)).toBe('ip:10.0.0.1');
+    expect(call.defaultTracker(ips)).toBe('ip:10.0.0.1');
     call.setHeader('RateLimit', 'x');
-    expect(written).toEqual([['RateLimit', 'x']]);
+    call.setHeader('RateLimit-Policy', 'y');
+    expect(written).toEqual([
+      ['ratelimit', 'x'],
+      ['ratelimit-policy', 'y'],
+    ]);
   });
 
   it('falls back to the socket peer, and sets no header when the context has no response', () => {
     const req = { headers: {}, socket: { remoteAddress: '10.0.0.2' } };
     const call = new GraphqlRateLimitContext(context('graphql', [{}, {}, { extra: { request: req } }, info('subscription')]));
-    expect(call.defaultTracker(64)).toBe('ip:10.0.0.2');
+    expect(call.defaultTracker(ips)).toBe('ip:10.0.0.2');
     // Nest's Apollo driver puts graphql-ws's connection context where the request would be.
     const nested = { req: { connectionParams: {}, extra: { request: { headers: {}, socket: { remoteAddress: '10.0.0.3' } } } } };
-    expect(new GraphqlRateLimitContext(context('graphql', [{}, {}, nested, info('subscription')])).defaultTracker(64)).toBe('ip:10.0.0.3');
+    expect(new GraphqlRateLimitContext(context('graphql', [{}, {}, nested, info('subscription')])).defaultTracker(ips)).toBe('ip:10.0.0.3');
     expect(() => call.setHeader('RateLimit', 'x')).not.toThrow();
     expect(call.rejected(rejection)).toBeInstanceOf(RateLimitExceededException);
-    expect(new GraphqlRateLimitContext(context('graphql', [{}, {}, undefined, undefined])).defaultTracker(64)).toBe('ip:unknown');
+    expect(new GraphqlRateLimitContext(context('graphql', [{}, {}, undefined, undefined])).defaultTracker(ips)).toBe('ip:unknown');
   });
 
   it('knows a subscription from its operation', () => {
@@ -103,10 +109,10 @@ describe('GraphQL context', () => {
 describe('WebSocket context', () => {
   it('tracks the handshake address and reads the user from client.data.user, else client.user', () => {
     const call = new WsRateLimitContext(context('ws', [{ handshake: { address: '::ffff:127.0.0.1' }, data: { user: { id: 'ann' } } }, {}]));
-    expect(call.defaultTracker(64)).toBe('ip:127.0.0.1');
+    expect(call.defaultTracker(ips)).toBe('ip:127.0.0.1');
     expect(call.user).toEqual({ id: 'ann' });
     expect(new WsRateLimitContext(context('ws', [{ user: 'bob' }, {}])).user).toBe('bob');
-    expect(new WsRateLimitContext(context('ws', [{}, {}])).defaultTracker(64)).toBe('ip:unknown');
+    expect(new WsRateLimitContext(context('ws', [{}, {}])).defaultTracker(ips)).toBe('ip:unknown');
   });
 
   it('rejects with a WsException carrying status, statusCode, message and retryAfter', () => {
@@ -146,12 +152,12 @@ describe('RPC context', () => {
   it("uses the default tracker for 'ip' and 'user', and a by function's value as it is", async () => {
     const host = context('rpc', [{ userId: 5 }, tcp('sum')]);
     const call = new RpcRateLimitContext(host);
-    await expect(resolveTracker('ip', host, call, 64)).resolves.toBe('rpc:sum:userId=5');
-    await expect(resolveTracker('user', host, call, 64)).resolves.toBe('rpc:sum:userId=5');
-    await expect(resolveTracker(() => undefined, host, call, 64)).resolves.toBe('rpc:sum:userId=5');
-    await expect(resolveTracker((ctx) => `tenant:${ctx.switchToRpc().getData<{ userId: number }>().userId}`, host, call, 64)).resolves.toBe(
-      'tenant:5',
-    );
+    await expect(resolveTracker('ip', host, call, ips)).resolves.toBe('rpc:sum:userId=5');
+    await expect(resolveTracker('user', host, call, ips)).resolves.toBe('rpc:sum:userId=5');
+    await expect(resolveTracker(() => undefined, host, call, ips)).resolves.toBe('rpc:sum:userId=5');
+    await expect(
+      resolveTracker((ctx) => `tenant:${ctx.switchToRpc().getData<{ userId: number }>().userId}`, host, call, ips),
+    ).resolves.toBe('tenant:5');
   });
 
   it('rejects with an RpcException carrying statusCode, message and retryAfter', () => {
