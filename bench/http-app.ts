@@ -26,6 +26,7 @@ import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis'
 import * as lib from '../lib';
 import { httpRejection } from '../lib/contexts/http.context';
 import { HttpExchange, type HttpRequestLike, type HttpResponseLike } from '../lib/http/http-exchange';
+import { rejectSoon } from '../lib/rate-limit.guard';
 import type { RateLimitAlgorithmName } from '../lib';
 
 export const VARIANTS = ['bare', 'noop-guard', 'answer-only', 'ours-memory', 'ours-redis', 'throttler-memory', 'throttler-redis'] as const;
@@ -55,7 +56,8 @@ class AnswerOnlyGuard implements CanActivate {
   constructor(private readonly mode: LimitMode) {}
 
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
-    // The guard's own exchange and 429 (`Retry-After`, the exception), so only the decision is missing.
+    // The guard's own exchange and 429 (`Retry-After`, the exception, rejected as it rejects), so only the
+    // decision is missing.
     const exchange = new HttpExchange(context.getArgByIndex<HttpRequestLike>(0), context.getArgByIndex<HttpResponseLike>(1));
     if (this.mode === 'allow') {
       if (IETF_HEADERS) {
@@ -68,7 +70,7 @@ class AnswerOnlyGuard implements CanActivate {
       exchange.setHeader('RateLimit-Policy', '"default";q=1;w=60');
       exchange.setHeader('RateLimit', '"default";r=0;t=60');
     }
-    return Promise.reject(httpRejection(exchange, { message: 'Too Many Requests', retryAfter: 60, decisions: [] }));
+    return rejectSoon(httpRejection(exchange, { message: 'Too Many Requests', retryAfter: 60, decisions: [] }));
   }
 }
 

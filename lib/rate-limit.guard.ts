@@ -72,9 +72,7 @@ export class RateLimitGuard implements CanActivate {
   private conclude(caller: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): boolean | Promise<boolean> {
     writeRateLimitHeaders(caller, this.options.headers ?? 'ietf', outcome.policyHeader, outcome.decisions);
     this.reportShadow(plan, outcome);
-    // Rejected, not thrown: Nest awaits the guard either way, and a throw from here, deep in the adapter's
-    // stack, makes V8 walk that stack for the error's location (a 429 on Fastify: ~64 → ~51 µs of app CPU).
-    if (!outcome.allowed) return Promise.reject(this.rejection(caller, outcome.decisions));
+    if (!outcome.allowed) return rejectSoon(this.rejection(caller, outcome.decisions));
     if (plan.settles) this.settleOnEnd(caller, plan, outcome);
     const delayMs = this.shapingDelay(plan, outcome.decisions);
     return delayMs > 0 ? this.holds.hold(delayMs).then(() => true) : true;
@@ -137,4 +135,16 @@ export class RateLimitGuard implements CanActivate {
     this.lastWarnAt = now;
     this.logger.warn(`could not give back a refund or lease to the store: ${(error as Error)?.message ?? String(error)}`);
   }
+}
+
+/**
+ * A promise that rejects with `error` one microtask later, once Nest (which awaits every guard) has a
+ * handler on it. Not a synchronous throw: from here, deep in the adapter's stack, V8 walks that stack for
+ * the error's location (a 429 on Fastify: ~64 → ~51 µs of app CPU). Not `Promise.reject`: a promise
+ * rejected before it has a handler is tracked by V8 and Node as a possible unhandled rejection, then
+ * untracked when the handler comes (~1.3 µs per 429 in Nest's guard chain, against ~0.2 µs for this).
+ */
+export async function rejectSoon(error: Error): Promise<never> {
+  await undefined;
+  throw error;
 }
