@@ -1,0 +1,220 @@
+/**
+ * Instructions per request: each HTTP variant's app (bench/http-app.ts, Fastify by default) runs under
+ * valgrind's callgrind, which counts the instructions the app executes instead of timing them. A count
+ * does not move when the box is busy, so "× bare" here is steady where req/s swings by ±30 % between
+ * rounds. It is the req/s ratio the app would reach if it were the only bottleneck and every instruction
+ * cost the same (cache misses and the kernel's share are not counted), so read it beside the HTTP part,
+ * not instead of it.
+ *
+ * Per variant: the app boots under valgrind with instrumentation off and takes a warm-up load on each
+ * port (so V8 has optimized both request paths); then, allow-all first and reject-all second, in the same
+ * process, instrumentation is switched on, the counters zeroed, a measured load sent, and the counters
+ * dumped. The main thread
+ * (the event loop: what a request costs the app's core) is reported apart from all threads (V8's
+ * compiler and GC helpers run beside it, on the other core).
+ *
+ * Under valgrind the app runs ~50× slower, so work that happens per second rather than per request
+ * (timers, V8 compiling and flushing code) weighs ~50× more per request than it does at full speed, and a
+ * function V8 deoptimizes in the measured window shows up as a few thousand instructions more. The same
+ * app measured twice agrees within ~2 %.
+ *
+ *   npm run bench:instructions   (needs valgrind: apt-get install -y valgrind)
+ *                                 BENCH_INSTR_REQUESTS (default 4000), BENCH_INSTR_WARMUP (default 60000),
+ *                                 BENCH_INSTR_PARALLEL (default 2), BENCH_ONLY, BENCH_HTTP_ADAPTERS
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import autocannon from 'autocannon';
+import { VARIANTS, type HttpVariant, type LimitMode } from './http-app';
+import { benchRedis } from './support/redis';
+import { fmtRate, fmtRatio, heading, table } from './support/report';
+import { selected, settings } from './support/settings';
+
+const ADAPTERS = (process.env.BENCH_HTTP_ADAPTERS ?? 'fastify').split(',').map((s) => s.trim());
+const MODES: LimitMode[] = ['allow', 'reject'];
+const REQUESTS = positive('BENCH_INSTR_REQUESTS', settings.quick ? 2_000 : 4_000);
+const WARMUP = positive('BENCH_INSTR_WARMUP', settings.quick ? 30_000 : 60_000);
+const PARALLEL = positive('BENCH_INSTR_PARALLEL', 2);
+/** Few connections: the app is slow under valgrind, and 64 would only queue. */
+const CONNECTIONS = 8;
+
+function positive(name: string, fallback: number): number {
+  const raw = process.env[name];
+  const value = raw ? Number(raw) : fallback;
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name}=${raw} must be a positive integer.`);
+  return value;
+}
+
+/** Instructions per request of one app and limit mode. */
+interface Count {
+  main: number;
+  all: number;
+}
+
+/** Runs one variant's app under callgrind and counts each mode's requests. */
+async function countVariant(variant: HttpVariant, adapter: string, redisUrl: string): Promise<Record<LimitMode, Count>> {
+  const dir = mkdtempSync(join(tmpdir(), `instr-${variant}-`));
+  const out = join(dir, 'cg.out');
+  const child = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      '--smc-check=all-non-file', // V8 writes the code it runs: valgrind must notice
+      '--instr-atstart=no',
+      '--separate-threads=yes',
+      '--dump-instr=no',
+      `--callgrind-out-file=${out}`,
+      process.execPath,
+      '-r',
+      'ts-node/register/transpile-only',
+      join(__dirname, 'http-app.ts'),
+    ],
+    {
+      env: { ...process.env, BENCH_VARIANT: variant, BENCH_ADAPTER: adapter, BENCH_REDIS_URL: redisUrl, TS_NODE_SWC: 'true' },
+      stdio: ['ignore', 'pipe', 'ignore'],
+    },
+  );
+  try {
+    const ports = await ready(child, variant);
+    const modes: LimitMode[] = variant === 'bare' ? ['allow'] : MODES;
+    const url = (mode: LimitMode) => `http://127.0.0.1:${ports[mode]}/`;
+    const rejecting = (mode: LimitMode) => mode === 'reject' && LIMITING.has(variant);
+    // Every app serves the same number of requests before its first measured one (the bare app warms its
+    // one port for both modes' share): V8 goes on compiling for a while, and an app measured earlier in
+    // its life would pay for more of it.
+    for (const mode of modes) await load(url(mode), (WARMUP * MODES.length) / modes.length, rejecting(mode));
+    const counts = {} as Record<LimitMode, Count>;
+    for (const mode of modes) {
+      control(child, '--instr=on');
+      control(child, '--zero');
+      await load(url(mode), REQUESTS, rejecting(mode));
+      control(child, '--dump');
+      control(child, '--instr=off');
+      counts[mode] = lastDump(dir, REQUESTS);
+    }
+    // The bare app has no limit: one measurement serves both columns.
+    return variant === 'bare' ? { allow: counts.allow, reject: counts.allow } : counts;
+  } finally {
+    await stop(child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function ready(child: ChildProcess, variant: HttpVariant): Promise<Record<LimitMode, number>> {
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${variant} app under valgrind exited with ${code} before listening`)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.startsWith('READY ')) resolve(JSON.parse(line.slice(6)) as Record<LimitMode, number>);
+    });
+  });
+}
+
+/** Variants that answer 429 reject-all (`noop-guard` lets everything through in both modes). */
+const LIMITING: ReadonlySet<HttpVariant> = new Set(VARIANTS.filter((v) => v !== 'bare' && v !== 'noop-guard'));
+
+/**
+ * Sends `amount` requests; throws unless every one was answered, all 2xx unless `rejecting`, and then at
+ * most 1 % 2xx (a reject-all limit is 1 per window, so each window the load spans lets one through).
+ */
+async function load(url: string, amount: number, rejecting: boolean): Promise<void> {
+  const result = await autocannon({ url, connections: CONNECTIONS, amount });
+  const ok = rejecting ? result.non2xx >= amount * 0.99 : result.non2xx === 0;
+  if (result.errors > 0 || result.requests.total !== amount || !ok) {
+    throw new Error(
+      `${url} (${rejecting ? 'reject' : 'allow'}): ${result.requests.total} of ${amount} requests answered, ${result.non2xx} not 2xx, ${result.errors} errors`,
+    );
+  }
+}
+
+/** `callgrind_control` on the app (it answers once the app's main thread next runs). */
+function control(child: ChildProcess, option: string): void {
+  execFileSync('callgrind_control', [option, String(child.pid)], { stdio: 'ignore' });
+}
+
+/** Instructions per request of the newest dump: its main thread (`-01`) and the sum over its threads. */
+function lastDump(dir: string, requests: number): Count {
+  const dumps = readdirSync(dir)
+    .map((name) => /^cg\.out\.(\d+)-(\d+)$/.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null);
+  const latest = Math.max(...dumps.map((m) => Number(m[1])));
+  let main = 0;
+  let all = 0;
+  for (const [name, dump, thread] of dumps) {
+    if (Number(dump) !== latest) continue;
+    const summary = /^summary: (\d+)$/m.exec(readFileSync(join(dir, name), 'utf8'));
+    const instructions = summary ? Number(summary[1]) : 0;
+    all += instructions;
+    if (Number(thread) === 1) main = instructions;
+  }
+  return { main: main / requests, all: all / requests };
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+/** Runs `tasks` at most `limit` at a time, results in order. */
+async function pooled<T>(tasks: ReadonlyArray<() => Promise<T>>, limit: number): Promise<T[]> {
+  const results = new Array<T>(tasks.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await tasks[i]();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
+  return results;
+}
+
+async function main(): Promise<void> {
+  for (const tool of ['valgrind', 'callgrind_control']) {
+    if (spawnSync(tool, ['--version'], { stdio: 'ignore' }).error) {
+      throw new Error(`bench:instructions needs ${tool} on PATH (Debian/Ubuntu: apt-get install -y valgrind).`);
+    }
+  }
+  const variants = VARIANTS.filter((v) => selected(v));
+  const redis = await benchRedis();
+  try {
+    heading('Instructions per request (callgrind), allow-all and reject-all', {
+      requests: REQUESTS,
+      warmup: WARMUP,
+      connections: CONNECTIONS,
+      ourAlgorithm: settings.httpAlgorithm,
+      note: '"× bare" = bare instructions ÷ the variant\'s, main thread',
+    });
+    for (const adapter of ADAPTERS) {
+      const redisUrl = `redis://127.0.0.1:${redis.port}`;
+      const counts = await pooled(
+        variants.map((variant) => () => countVariant(variant, adapter, redisUrl)),
+        PARALLEL,
+      );
+      const bare = counts[variants.indexOf('bare')];
+      const cells = (count: Count, mode: LimitMode) => [
+        fmtRate(count.main),
+        bare ? fmtRatio(bare[mode].main / count.main) : 'n/a',
+        fmtRate(count.all),
+      ];
+      console.log(`\n### ${adapter}\n`);
+      console.log(
+        table(
+          ['variant', 'allow: main thread', '× bare', 'all threads', 'reject: main thread', '× bare', 'all threads'],
+          variants.map((variant, i) => [variant, ...cells(counts[i].allow, 'allow'), ...cells(counts[i].reject, 'reject')]),
+        ),
+      );
+    }
+  } finally {
+    await redis.stop();
+  }
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
