@@ -12,15 +12,15 @@
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { VARIANTS, type HttpVariant, type LimitMode } from './http-app';
 import type { LoadRequest, LoadResult } from './http-load';
+import { appEnv, appPorts, measuredModes, stopChild } from './support/app-process';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatios, heading, median, table } from './support/report';
-import { selected, settings } from './support/settings';
+import { httpAdapters, selected, settings } from './support/settings';
 
-const ADAPTERS = (process.env.BENCH_HTTP_ADAPTERS ?? 'fastify,express').split(',').map((s) => s.trim());
+const ADAPTERS = httpAdapters('fastify,express');
 const MODES: LimitMode[] = ['allow', 'reject'];
 const TS_NODE = ['-r', 'ts-node/register/transpile-only'];
 
@@ -61,23 +61,10 @@ interface Cell {
 /** Boots one variant's app pair in a child process and resolves with its ports. */
 async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Promise<App> {
   const child = spawn(process.execPath, [...TS_NODE, join(__dirname, 'http-app.ts')], {
-    env: {
-      ...process.env,
-      BENCH_VARIANT: variant,
-      BENCH_ADAPTER: adapter,
-      BENCH_REDIS_URL: redisUrl,
-      BENCH_HTTP_ALGORITHM: settings.httpAlgorithm,
-    },
+    env: appEnv(variant, adapter, redisUrl),
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
-  const lines = createInterface({ input: child.stdout! });
-  const ports = await new Promise<Record<LimitMode, number>>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${variant}/${adapter} app exited with ${code} before listening`)));
-    lines.on('line', (line) => {
-      if (line.startsWith('READY ')) resolve(JSON.parse(line.slice(6)) as Record<LimitMode, number>);
-    });
-  });
-  return { variant, child, ports };
+  return { variant, child, ports: await appPorts(child, `${variant}/${adapter}`) };
 }
 
 /** The app's CPU time so far (user + system), µs, asked over IPC. */
@@ -86,15 +73,6 @@ function appCpu(app: App): Promise<number> {
     app.child.once('message', (message: { cpuUs: number }) => resolve(message.cpuUs));
     app.child.send('cpu');
   });
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-  await exited;
-  clearTimeout(timer);
 }
 
 /** The load generator process (bench/http-load.ts), kept for the whole part. */
@@ -126,8 +104,7 @@ async function main(): Promise<void> {
     await admin.flushall();
     for (const adapter of ADAPTERS) {
       for (const variant of variants) apps.push(await boot(variant, adapter, redisUrl));
-      // The bare app has no limit: one measurement serves both columns.
-      const cells = apps.flatMap((app) => (app.variant === 'bare' ? (['allow'] as const) : MODES).map((mode) => ({ app, mode })));
+      const cells = apps.flatMap((app) => measuredModes(app.variant).map((mode) => ({ app, mode })));
       for (const { app, mode } of cells) await generator.load(app.ports[mode], settings.httpWarmupSeconds);
       const measure = async ({ app, mode }: Cell): Promise<Load> => {
         const cpu0 = await appCpu(app);
@@ -160,11 +137,11 @@ async function main(): Promise<void> {
         }
         process.stderr.write(`http ${adapter}: round ${round + 1}/${settings.httpRounds} done\n`);
       }
-      for (const app of apps.splice(0)) await stop(app.child);
+      for (const app of apps.splice(0)) await stopChild(app.child);
     }
   } finally {
-    for (const app of apps) await stop(app.child);
-    await stop(generator.child);
+    for (const app of apps) await stopChild(app.child);
+    await stopChild(generator.child);
     admin.disconnect();
     await redis.stop();
   }

@@ -26,29 +26,18 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
 import { VARIANTS, type HttpVariant, type LimitMode } from './http-app';
+import { appEnv, appPorts, measuredModes, stopChild } from './support/app-process';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, table } from './support/report';
-import { selected, settings } from './support/settings';
+import { httpAdapters, selected, settings } from './support/settings';
 
-const ADAPTERS = (process.env.BENCH_HTTP_ADAPTERS ?? 'fastify').split(',').map((s) => s.trim());
-const MODES: LimitMode[] = ['allow', 'reject'];
-const REQUESTS = positive('BENCH_INSTR_REQUESTS', settings.quick ? 2_000 : 4_000);
-const WARMUP = positive('BENCH_INSTR_WARMUP', settings.quick ? 30_000 : 60_000);
-const PARALLEL = positive('BENCH_INSTR_PARALLEL', 2);
+const ADAPTERS = httpAdapters('fastify');
 /** Warm-up loads per port: each opens its connections and closes them at the end. */
 const WARMUP_LOADS = 3;
 /** Few connections: the app is slow under valgrind, and 64 would only queue. */
 const CONNECTIONS = 8;
-
-function positive(name: string, fallback: number): number {
-  const raw = process.env[name];
-  const value = raw ? Number(raw) : fallback;
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name}=${raw} must be a positive integer.`);
-  return value;
-}
 
 /** Instructions per request of one app and limit mode. */
 interface Count {
@@ -75,45 +64,36 @@ async function countVariant(variant: HttpVariant, adapter: string, redisUrl: str
       join(__dirname, 'http-app.ts'),
     ],
     {
-      env: { ...process.env, BENCH_VARIANT: variant, BENCH_ADAPTER: adapter, BENCH_REDIS_URL: redisUrl, TS_NODE_SWC: 'true' },
+      env: appEnv(variant, adapter, redisUrl),
       stdio: ['ignore', 'pipe', 'ignore'],
     },
   );
   try {
-    const ports = await ready(child, variant);
-    const modes: LimitMode[] = variant === 'bare' ? ['allow'] : MODES;
+    const ports = await appPorts(child, `${variant}/${adapter} (under valgrind)`);
+    const modes = measuredModes(variant);
     const url = (mode: LimitMode) => `http://127.0.0.1:${ports[mode]}/`;
     const rejecting = (mode: LimitMode) => mode === 'reject' && LIMITING.has(variant);
     // Every app serves the same number of requests, in the same number of loads, before its first measured
     // one (the bare app warms its one port for both modes' share). V8 goes on compiling for a while, and
     // the first connections to close and the next to open deoptimize Node's stream and parser functions
     // (their objects change shape): an app whose measured load were its second would pay for that.
-    const share = (WARMUP * MODES.length) / modes.length / WARMUP_LOADS;
+    const share = (2 * settings.instrWarmup) / modes.length / WARMUP_LOADS; // two modes per app
     for (const mode of modes) for (let i = 0; i < WARMUP_LOADS; i++) await load(url(mode), share, rejecting(mode));
     const counts = {} as Record<LimitMode, Count>;
     for (const mode of modes) {
       control(child, '--instr=on');
       control(child, '--zero');
-      await load(url(mode), REQUESTS, rejecting(mode));
+      await load(url(mode), settings.instrRequests, rejecting(mode));
       control(child, '--dump');
       control(child, '--instr=off');
-      counts[mode] = lastDump(dir, REQUESTS);
+      counts[mode] = lastDump(dir, settings.instrRequests);
     }
     // The bare app has no limit: one measurement serves both columns.
     return variant === 'bare' ? { allow: counts.allow, reject: counts.allow } : counts;
   } finally {
-    await stop(child);
+    await stopChild(child);
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-function ready(child: ChildProcess, variant: HttpVariant): Promise<Record<LimitMode, number>> {
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${variant} app under valgrind exited with ${code} before listening`)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.startsWith('READY ')) resolve(JSON.parse(line.slice(6)) as Record<LimitMode, number>);
-    });
-  });
 }
 
 /** Variants that answer 429 reject-all (`noop-guard` lets everything through in both modes). */
@@ -156,13 +136,6 @@ function lastDump(dir: string, requests: number): Count {
   return { main: main / requests, all: all / requests };
 }
 
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGKILL');
-  await exited;
-}
-
 /** Runs `tasks` at most `limit` at a time, results in order. */
 async function pooled<T>(tasks: ReadonlyArray<() => Promise<T>>, limit: number): Promise<T[]> {
   const results = new Array<T>(tasks.length);
@@ -187,8 +160,8 @@ async function main(): Promise<void> {
   const redis = await benchRedis();
   try {
     heading('Instructions per request (callgrind), allow-all and reject-all', {
-      requests: REQUESTS,
-      warmup: WARMUP,
+      requests: settings.instrRequests,
+      warmup: settings.instrWarmup,
       connections: CONNECTIONS,
       ourAlgorithm: settings.httpAlgorithm,
       note: '"× bare" = bare instructions ÷ the variant\'s, main thread',
@@ -197,7 +170,7 @@ async function main(): Promise<void> {
       const redisUrl = `redis://127.0.0.1:${redis.port}`;
       const counts = await pooled(
         variants.map((variant) => () => countVariant(variant, adapter, redisUrl)),
-        PARALLEL,
+        settings.instrParallel,
       );
       const bare = counts[variants.indexOf('bare')];
       const cells = (count: Count, mode: LimitMode) => [
