@@ -34,6 +34,11 @@ interface Load {
   /** The app process's CPU time (user + system) per response, µs: steadier than req/s on a busy box. */
   cpuUs: number;
   /**
+   * The system (kernel) part of {@link cpuUs}: mostly the socket writes, about the same for every variant.
+   * bench:instructions counts only the user part, which is why its "× bare" is lower than this part's.
+   */
+  kernelUs: number;
+  /**
    * The bare app around this cell: the mean of its cells just before and just after (it runs after every
    * {@link BARE_EVERY} cells). Ratios use it, so a variant is compared with the box as it was at the time.
    */
@@ -44,7 +49,7 @@ interface Load {
 const BARE_EVERY = 2;
 
 /** What autocannon reports for one cell, before the app's CPU is added. */
-type LoadSample = Omit<Load, 'cpuUs'> & { total: number };
+type LoadSample = Omit<Load, 'cpuUs' | 'kernelUs'> & { total: number };
 
 interface App {
   variant: HttpVariant;
@@ -67,10 +72,10 @@ async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Pr
   return { variant, child, ports: await appPorts(child, `${variant}/${adapter}`) };
 }
 
-/** The app's CPU time so far (user + system), µs, asked over IPC. */
-function appCpu(app: App): Promise<number> {
+/** The app's CPU time so far (user + system) and its system part, µs, asked over IPC. */
+function appCpu(app: App): Promise<{ cpuUs: number; kernelUs: number }> {
   return new Promise((resolve) => {
-    app.child.once('message', (message: { cpuUs: number }) => resolve(message.cpuUs));
+    app.child.once('message', (message: { cpuUs: number; kernelUs: number }) => resolve(message));
     app.child.send('cpu');
   });
 }
@@ -107,9 +112,11 @@ async function main(): Promise<void> {
       const cells = apps.flatMap((app) => measuredModes(app.variant).map((mode) => ({ app, mode })));
       for (const { app, mode } of cells) await generator.load(app.ports[mode], settings.httpWarmupSeconds);
       const measure = async ({ app, mode }: Cell): Promise<Load> => {
-        const cpu0 = await appCpu(app);
+        const before = await appCpu(app);
         const { total, ...load } = await generator.load(app.ports[mode], settings.httpSeconds);
-        return { ...load, cpuUs: ((await appCpu(app)) - cpu0) / Math.max(total, 1) };
+        const after = await appCpu(app);
+        const perResponse = (us: number) => us / Math.max(total, 1);
+        return { ...load, cpuUs: perResponse(after.cpuUs - before.cpuUs), kernelUs: perResponse(after.kernelUs - before.kernelUs) };
       };
       const record = ({ app, mode }: Cell, load: Load) => {
         results.set(id(adapter, app.variant, mode), [...(results.get(id(adapter, app.variant, mode)) ?? []), load]);
@@ -162,7 +169,9 @@ function report(
     ourAlgorithm: settings.httpAlgorithm,
     window: '60s',
     bare: `measured before the first cell of a round and after every ${BARE_EVERY} cells`,
-    note: 'req/s median of rounds; "× bare" = median of rounds of req/s ÷ the bare app\'s just before and after; latency p50 / p99 in ms',
+    note:
+      'req/s median of rounds; "× bare" = median of rounds of req/s ÷ the bare app\'s just before and after; latency p50 / p99 in ms; ' +
+      "app CPU = the app process's user + system CPU per response, the system (kernel) part in brackets",
   });
   // A cell's req/s relative to the bare app around it; two variants compare as the ratio of those, so
   // neither is judged by the box's speed at the other's time.
@@ -186,13 +195,15 @@ function report(
           fmtRate(median(runs.map((r) => r.rps))),
           variant === 'bare' ? '1.00×' : fmtRatios(ratios(adapter, variant, mode, 'bare', 'allow')),
           `${median(runs.map((r) => r.p50)).toFixed(1)} / ${median(runs.map((r) => r.p99)).toFixed(1)}`,
-          median(runs.map((r) => r.cpuUs)).toFixed(1),
+          `${median(runs.map((r) => r.cpuUs)).toFixed(1)} (${median(runs.map((r) => r.kernelUs)).toFixed(1)})`,
           `${(median(runs.map((r) => r.non2xx)) * 100).toFixed(1)}%`,
           String(runs.reduce((n, r) => n + r.errors, 0)),
         ]);
       }
     }
-    console.log(table(['variant', 'req/s', '× bare (rounds)', 'latency p50 / p99 ms', 'app CPU µs/req', 'non-2xx', 'errors'], rows));
+    console.log(
+      table(['variant', 'req/s', '× bare (rounds)', 'latency p50 / p99 ms', 'app CPU µs/req (kernel)', 'non-2xx', 'errors'], rows),
+    );
   }
   console.log('\n### Targets (per-round ratios in this run)\n');
   const targets: string[][] = [];
