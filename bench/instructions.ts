@@ -28,7 +28,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { VARIANTS, type HttpVariant, type LimitMode } from './http-app';
-import { appEnv, appPorts, measuredModes, stopChild } from './support/app-process';
+import { appEnv, appPorts, measuredModes, rejectsAll, stopChild } from './support/app-process';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, table } from './support/report';
 import { httpAdapters, selected, settings } from './support/settings';
@@ -72,7 +72,7 @@ async function countVariant(variant: HttpVariant, adapter: string, redisUrl: str
     const ports = await appPorts(child, `${variant}/${adapter} (under valgrind)`);
     const modes = measuredModes(variant);
     const url = (mode: LimitMode) => `http://127.0.0.1:${ports[mode]}/`;
-    const rejecting = (mode: LimitMode) => mode === 'reject' && LIMITING.has(variant);
+    const rejecting = (mode: LimitMode) => mode === 'reject' && rejectsAll(variant);
     // Every app serves the same number of requests, in the same number of loads, before its first measured
     // one (the bare app warms its one port for both modes' share). V8 goes on compiling for a while, and
     // the first connections to close and the next to open deoptimize Node's stream and parser functions
@@ -95,9 +95,6 @@ async function countVariant(variant: HttpVariant, adapter: string, redisUrl: str
     rmSync(dir, { recursive: true, force: true });
   }
 }
-
-/** Variants that answer 429 reject-all (`noop-guard` lets everything through in both modes). */
-const LIMITING: ReadonlySet<HttpVariant> = new Set(VARIANTS.filter((v) => v !== 'bare' && v !== 'noop-guard'));
 
 /**
  * Sends `amount` requests; throws unless every one was answered, all 2xx unless `rejecting`, and then at
@@ -166,8 +163,8 @@ async function main(): Promise<void> {
       ourAlgorithm: settings.httpAlgorithm,
       note: '"× bare" = bare instructions ÷ the variant\'s, main thread',
     });
+    const redisUrl = `redis://127.0.0.1:${redis.port}`;
     for (const adapter of ADAPTERS) {
-      const redisUrl = `redis://127.0.0.1:${redis.port}`;
       const counts = await pooled(
         variants.map((variant) => () => countVariant(variant, adapter, redisUrl)),
         settings.instrParallel,

@@ -33,6 +33,11 @@ export function measuredModes(variant: HttpVariant): readonly LimitMode[] {
   return variant === 'bare' ? ['allow'] : ['allow', 'reject'];
 }
 
+/** Whether a variant answers 429 under the reject-all limit (`bare` has no limit; `noop-guard` never rejects). */
+export function rejectsAll(variant: HttpVariant): boolean {
+  return variant !== 'bare' && variant !== 'noop-guard';
+}
+
 /** SIGTERM, then SIGKILL if the process is still there after 5 s. */
 export async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
