@@ -38,7 +38,14 @@ export { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 export * from './algorithms';
 export { parseDuration } from './utils/duration';
 export { RateLimitGuard } from './rate-limit.guard';
-export { RateLimit, SkipRateLimit, RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from './rate-limit.decorator';
+export {
+  RateLimit,
+  SkipRateLimit,
+  RateLimitPolicies,
+  RateLimitSkip,
+  type RateLimitMetadata,
+  type RateLimitMetadataDecorator,
+} from './rate-limit.decorator';
 export { RateLimitExceededException, RateLimitStoreUnavailableException, type RateLimitExceededBody } from './rate-limit.exception';
 export type { RateLimitWsErrorPayload } from './contexts/ws.context';
 export type { RateLimitRpcErrorPayload } from './contexts/rpc.context';

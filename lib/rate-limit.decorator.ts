@@ -1,5 +1,4 @@
-import { applyDecorators } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
+import { SetMetadata } from '@nestjs/common';
 import type { ContextValue, Duration, RateLimitAlgorithmName, RateLimitPolicy } from './interfaces/policy.interface';
 
 /** What `@RateLimit` stores on a class or a handler: the policies as written, validated at bootstrap. */
@@ -8,13 +7,27 @@ export interface RateLimitMetadata {
 }
 
 /**
- * Low-level metadata decorator behind {@link RateLimit}; read it with `Reflector#get(RateLimitPolicies, target)`.
+ * A metadata decorator with its key as `KEY`: the shape of Nest's `Reflector.createDecorator` (Nest 10.2+),
+ * built on `SetMetadata` so that every supported Nest line has it. `Reflector#get(decorator, target)` reads
+ * it on Nest 10.2+, `Reflector#get(decorator.KEY, target)` on any line.
+ */
+export interface RateLimitMetadataDecorator<T> {
+  (value: T): ClassDecorator & MethodDecorator;
+  readonly KEY: string;
+}
+
+function metadataDecorator<T>(key: string): RateLimitMetadataDecorator<T> {
+  return Object.assign((value: T) => SetMetadata(key, value), { KEY: key });
+}
+
+/**
+ * Low-level metadata decorator behind {@link RateLimit}; read it with `Reflector#get(RateLimitPolicies.KEY, target)`.
  * Prefer `@RateLimit`, which also accepts the positional shorthand.
  */
-export const RateLimitPolicies = Reflector.createDecorator<RateLimitMetadata>({ key: 'nestjs-redis-ratelimit:policies' });
+export const RateLimitPolicies = metadataDecorator<RateLimitMetadata>('nestjs-redis-ratelimit:policies');
 
 /** Low-level metadata decorator behind {@link SkipRateLimit}. */
-export const RateLimitSkip = Reflector.createDecorator<true>({ key: 'nestjs-redis-ratelimit:skip' });
+export const RateLimitSkip = metadataDecorator<true>('nestjs-redis-ratelimit:skip');
 
 /**
  * Limits a controller (every handler) or one handler. Handler metadata overrides class metadata, which
@@ -44,7 +57,7 @@ export function RateLimit(
     typeof first === 'string'
       ? [{ ...extra, algorithm: first, limit, window } as RateLimitPolicy]
       : ([] as RateLimitPolicy[]).concat(first);
-  return applyDecorators(RateLimitPolicies({ policies }));
+  return RateLimitPolicies({ policies });
 }
 
 /**
@@ -53,5 +66,5 @@ export function RateLimit(
  * @example @SkipRateLimit() @Get('health') health() {}
  */
 export function SkipRateLimit(): ClassDecorator & MethodDecorator {
-  return applyDecorators(RateLimitSkip(true));
+  return RateLimitSkip(true);
 }

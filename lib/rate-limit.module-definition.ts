@@ -1,4 +1,4 @@
-import { ConfigurableModuleBuilder } from '@nestjs/common';
+import { ConfigurableModuleBuilder, type ConfigurableModuleCls } from '@nestjs/common';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 
 /** Options that shape the module itself rather than its behaviour. */
@@ -10,16 +10,23 @@ export interface RateLimitModuleExtras {
   global?: boolean;
 }
 
-export const {
-  ConfigurableModuleClass: RateLimitConfigurableModule,
-  MODULE_OPTIONS_TOKEN: RATE_LIMIT_OPTIONS,
-  OPTIONS_TYPE: RATE_LIMIT_OPTIONS_TYPE,
-  ASYNC_OPTIONS_TYPE: RATE_LIMIT_ASYNC_OPTIONS_TYPE,
-} = new ConfigurableModuleBuilder<RateLimitModuleOptions>()
+const definition = new ConfigurableModuleBuilder<RateLimitModuleOptions>()
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createRateLimitOptions')
   .setExtras<RateLimitModuleExtras>({ global: true }, (definition, extras) => ({ ...definition, global: extras.global }))
   .build();
+
+// Written-out types, so the declarations name '@nestjs/common' in a plain import: an inferred type would be
+// emitted as import("@nestjs/common", { with: … }), which TypeScript before 5.3 cannot read.
+export const RateLimitConfigurableModule: ConfigurableModuleCls<
+  RateLimitModuleOptions,
+  'forRoot',
+  'createRateLimitOptions',
+  RateLimitModuleExtras
+> = definition.ConfigurableModuleClass;
+
+/** Injection token of the module's options. */
+export const RATE_LIMIT_OPTIONS: string | symbol = definition.MODULE_OPTIONS_TOKEN;
 
 /**
  * A class for `RateLimitModule.forRootAsync({ useClass })` / `useExisting`.

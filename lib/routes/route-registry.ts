@@ -4,7 +4,7 @@ import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
-import { RateLimitPolicies, RateLimitSkip } from '../rate-limit.decorator';
+import { RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from '../rate-limit.decorator';
 import { RATE_LIMIT_OPTIONS } from '../rate-limit.module-definition';
 import { buildRoutePlan, type PlanSource, type RoutePlan } from './route-plan';
 
@@ -54,10 +54,10 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     for (const { metatype, inject } of this.discovery.getProviders()) {
       // `inject` marks a factory provider, whose metatype is the factory function rather than a class.
       if (typeof metatype !== 'function' || inject) continue;
-      const limitedClass = this.reflector.get(RateLimitPolicies, metatype) !== undefined;
+      const limitedClass = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, metatype) !== undefined;
       this.planClass(
         metatype as ControllerClass,
-        (handler) => limitedClass || this.reflector.get(RateLimitPolicies, handler) !== undefined,
+        (handler) => limitedClass || this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler) !== undefined,
       );
     }
   }
@@ -88,17 +88,20 @@ export class RateLimitRouteRegistry implements OnModuleInit {
   }
 
   private isRoute(handler: Handler): boolean {
-    return Reflect.hasMetadata(PATH_METADATA, handler) || this.reflector.get(RateLimitPolicies, handler) !== undefined;
+    return (
+      Reflect.hasMetadata(PATH_METADATA, handler) ||
+      this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler) !== undefined
+    );
   }
 
   private source(controller: ControllerClass, handler: Handler): PlanSource | null {
     const route = `${controller.name}.${handler.name}`;
     const scopeKey = `r=${this.scopeName(controller)}.${handler.name}`;
-    if (this.reflector.get(RateLimitSkip, handler)) return null;
-    const own = this.reflector.get(RateLimitPolicies, handler);
+    if (this.reflector.get<true | undefined>(RateLimitSkip.KEY, handler)) return null;
+    const own = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler);
     if (own) return { policies: own.policies, where: `@RateLimit on ${route}`, route, scopeKey };
-    if (this.reflector.get(RateLimitSkip, controller)) return null;
-    const inherited = this.reflector.get(RateLimitPolicies, controller);
+    if (this.reflector.get<true | undefined>(RateLimitSkip.KEY, controller)) return null;
+    const inherited = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, controller);
     if (inherited)
       return { policies: inherited.policies, where: `@RateLimit on ${controller.name} (applied to ${route})`, route, scopeKey };
     if (this.defaultPolicies)

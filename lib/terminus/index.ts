@@ -2,4 +2,4 @@
  * `nestjs-redis-ratelimit/terminus`: a health indicator for the store (needs the optional peer `@nestjs/terminus`).
  * @packageDocumentation
  */
-export { RateLimitHealthIndicator } from './rate-limit.health';
+export { RateLimitHealthIndicator, type RateLimitHealthResult } from './rate-limit.health';

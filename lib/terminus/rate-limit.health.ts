@@ -1,15 +1,25 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import * as terminus from '@nestjs/terminus';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { RATE_LIMIT_OPTIONS, RATE_LIMIT_STORE } from '../rate-limit.module-definition';
 import { pingStore } from '../stores/store-health';
 import type { RateLimitStore } from '../stores/store.interface';
 
+/** What {@link RateLimitHealthIndicator.isHealthy} reports under its key (a terminus `HealthIndicatorResult`). */
+export type RateLimitHealthResult<Key extends string> = Record<Key, { status: 'up' | 'down'; store: 'redis' | 'memory'; message?: string }>;
+
 /**
- * A `@nestjs/terminus` health indicator (an optional peer dependency) for the rate-limit store: `up` when
- * Redis answers `PING` within `storeTimeoutMs`, `down` with the reason otherwise; the in-process memory
- * store is always up. Each check is one `PING`, never a decision. Provide it in a module that imports
- * `TerminusModule` (`RateLimitModule` must be visible there: it is global by default).
+ * Terminus 11 and later read a returned `down` result; terminus 10 counts an indicator as down only when it
+ * throws a HealthCheckError, which it recognises by its `isHealthCheckError` flag. Terminus 11 is the first
+ * to export `HealthIndicatorService`.
+ */
+const readsDownResults = 'HealthIndicatorService' in terminus;
+
+/**
+ * A `@nestjs/terminus` health indicator (an optional peer dependency, terminus 10 to 12) for the rate-limit
+ * store: `up` when Redis answers `PING` within `storeTimeoutMs`, `down` with the reason otherwise; the
+ * in-process memory store is always up. Each check is one `PING`, never a decision. Provide it in a module
+ * that imports `TerminusModule` (`RateLimitModule` must be visible there: it is global by default).
  * @example
  * @Get('health') @HealthCheck()
  * check() { return this.health.check([() => this.rateLimit.isHealthy('rate-limit')]); }
@@ -19,21 +29,22 @@ export class RateLimitHealthIndicator {
   constructor(
     @Inject(RATE_LIMIT_STORE) private readonly store: RateLimitStore,
     @Inject(RATE_LIMIT_OPTIONS) private readonly options: RateLimitModuleOptions,
-    private readonly health: HealthIndicatorService,
   ) {}
 
   /**
    * `{ [key]: { status: 'up', store } }`, or `{ [key]: { status: 'down', store, message } }` when the store
    * does not answer; `store` is `'redis'` or `'memory'`.
    */
-  async isHealthy<const Key extends string>(key: Key): Promise<HealthIndicatorResult<Key>> {
-    const indicator = this.health.check(key);
+  async isHealthy<const Key extends string>(key: Key): Promise<RateLimitHealthResult<Key>> {
     const store = this.options.redis === undefined ? 'memory' : 'redis';
     try {
       await pingStore(this.store);
-      return indicator.up({ store });
+      return { [key]: { status: 'up', store } } as RateLimitHealthResult<Key>;
     } catch (error) {
-      return indicator.down({ store, message: error instanceof Error ? error.message : String(error) });
+      const message = error instanceof Error ? error.message : String(error);
+      const down = { [key]: { status: 'down', store, message } } as RateLimitHealthResult<Key>;
+      if (readsDownResults) return down;
+      throw Object.assign(new Error(message), { isHealthCheckError: true, causes: down });
     }
   }
 }
