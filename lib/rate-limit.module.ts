@@ -1,4 +1,4 @@
-import { Inject, Logger, Module, type CanActivate, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Logger, Module, type CanActivate, type DynamicModule, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { ALGORITHM_CLASSES, type RateLimitAlgorithm } from './algorithms';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
@@ -7,14 +7,20 @@ import type { RateLimitModuleOptions } from './interfaces/module-options.interfa
 import { RateLimitHolds } from './http/request-holds';
 import { RateLimitEngine } from './rate-limit.engine';
 import { RateLimitGuard } from './rate-limit.guard';
-import { RATE_LIMIT_OPTIONS, RATE_LIMIT_STORE, RateLimitConfigurableModule } from './rate-limit.module-definition';
+import {
+  RATE_LIMIT_OPTIONS,
+  RATE_LIMIT_STORE,
+  RateLimitConfigurableModule,
+  type RateLimitModuleExtras,
+} from './rate-limit.module-definition';
 import { RateLimiterService } from './rate-limiter.service';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import { createStore } from './stores/create-store';
+import { describeStore } from './stores/store-description';
 import type { RateLimitStore } from './stores/store.interface';
 import { validateModuleOptions } from './utils/validate-options';
 
-/** Longest the module waits at startup for a Redis connection before starting anyway. */
+/** Longest the module waits at startup for a Redis connection before starting anyway (less when it is refused or denied). */
 const STARTUP_CONNECT_MS = 5_000;
 
 /** Stands in for the global guard when `registerGuard: false`. */
@@ -45,11 +51,11 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
       inject: [RATE_LIMIT_OPTIONS, RateLimitAlgorithmRegistry, RateLimitEvents],
       useFactory: async (options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, events: RateLimitEvents) => {
         validateModuleOptions(options);
+        new Logger('RateLimit').log(describeStore(options.redis));
         const store = createStore({ ...options, hooks: events.hooks }, registry);
         // Decide with Redis from the first request: wait for the connection, but never block startup long.
-        if ((await store.ready?.(STARTUP_CONNECT_MS)) === false) {
-          new Logger('RateLimit').warn(`Redis is not connected after ${STARTUP_CONNECT_MS} ms; deciding with onStoreError until it is.`);
-        }
+        // A store that is not ready warns by itself, naming the address and the cause.
+        await store.ready?.(STARTUP_CONNECT_MS);
         return store;
       },
     },
@@ -87,6 +93,14 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
 export class RateLimitModule extends RateLimitConfigurableModule implements OnApplicationShutdown {
   constructor(@Inject(RATE_LIMIT_STORE) private readonly store: RateLimitStore) {
     super();
+  }
+
+  /**
+   * The module with `options`; with none, the in-process memory store and no `defaultPolicy` (only routes with
+   * `@RateLimit` are limited).
+   */
+  static override forRoot(options: RateLimitModuleOptions & Partial<RateLimitModuleExtras> = {}): DynamicModule {
+    return super.forRoot(options);
   }
 
   async onApplicationShutdown(): Promise<void> {

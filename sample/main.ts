@@ -8,8 +8,8 @@ async function bootstrap(): Promise<void> {
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port);
-  const store = process.env.REDIS_URL ? `Redis at ${process.env.REDIS_URL}` : 'the in-memory store (set REDIS_URL to use Redis)';
-  Logger.log(`listening on http://localhost:${port} with ${store}; try: curl -i http://localhost:${port}/algorithms/gcra`, 'Sample');
+  // The module has logged which store it decides with (memory, or Redis from REDIS_URL).
+  Logger.log(`listening on http://localhost:${port}; try: curl -i http://localhost:${port}/algorithms/gcra`, 'Sample');
 }
 
 void bootstrap();

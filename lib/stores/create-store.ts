@@ -5,6 +5,7 @@ import { MemoryStore, type RateLimitClock } from './memory.store';
 import { RedisStore, type RedisClient } from './redis.store';
 import { ResilientStore } from './resilient.store';
 import { SheddingStore } from './shedding.store';
+import { describeRedis } from './store-description';
 import type { RateLimitStore } from './store.interface';
 
 /**
@@ -29,24 +30,36 @@ export function createStore(options: RateLimitModuleOptions, registry: RateLimit
   const batch = options.batchDecisions ?? true;
   const redisStore = isClient(redis)
     ? new RedisStore(redis, registry.all(), false, batch)
-    : new RedisStore(createClient(redis, options), registry.all(), true, batch);
+    : watched(new RedisStore(createClient(redis), registry.all(), true, batch), options);
   const resilient = new ResilientStore(redisStore, {
     timeoutMs: options.storeTimeoutMs ?? 100,
     insuranceShare: options.insuranceShare ?? 1,
     logIntervalMs: options.storeErrorLogIntervalMs ?? 10_000,
     retryAfterFailureMs: 250,
     onError: options.hooks?.storeError,
+    name: describeRedis(redis),
+    connectionError: () => redisStore.connectionError(),
   });
   const shedding = options.hotKeyShedding ?? {};
   return shedding === false ? resilient : new SheddingStore(resilient, shedding.maxKeys ?? 10_000);
 }
 
-function createClient(redis: string | RedisOptions, options: RateLimitModuleOptions): Redis {
-  const client = typeof redis === 'string' ? new Redis(redis, OWNED_CLIENT_DEFAULTS) : new Redis({ ...OWNED_CLIENT_DEFAULTS, ...redis });
-  // Connection errors surface through decisions (logged at most once per interval by ResilientStore);
-  // without a listener ioredis would print every reconnect attempt.
-  client.on('error', (error: Error) => options.hooks?.storeError?.(error));
-  return client;
+function createClient(redis: string | RedisOptions): Redis {
+  return typeof redis === 'string' ? new Redis(redis, OWNED_CLIENT_DEFAULTS) : new Redis({ ...OWNED_CLIENT_DEFAULTS, ...redis });
+}
+
+/**
+ * Listens to a client this library created. Connection errors surface through decisions (logged at most once
+ * per interval by ResilientStore, with the last one as the cause); without a listener ioredis would print every
+ * reconnect attempt.
+ */
+function watched(store: RedisStore, options: RateLimitModuleOptions): RedisStore {
+  store.client.on('error', (error: Error) => {
+    store.noteConnection(error);
+    options.hooks?.storeError?.(error);
+  });
+  store.client.on('ready', () => store.noteConnection(undefined));
+  return store;
 }
 
 /** A `Redis` or `Cluster` instance (duck-typed, so a second copy of ioredis in node_modules still works). */

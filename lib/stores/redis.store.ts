@@ -3,6 +3,7 @@ import { Command, type Cluster, type Redis } from 'ioredis';
 import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { composeDecideScript } from './redis-scripts';
+import { isDefiniteConnectionError } from './store-description';
 import {
   MAX_POLICIES_PER_DECISION,
   type DecisionMode,
@@ -76,6 +77,7 @@ export class RedisStore implements RateLimitStore {
   /** With batching (standalone Redis): each algorithm's lean script, and the one holding them all. */
   private readonly direct?: { lean: Map<string, LuaScript>; all: LuaScript };
   private queue: Queued[] = [];
+  private lastConnectionError: Error | undefined;
 
   /**
    * @param client an ioredis client or cluster.
@@ -128,19 +130,45 @@ export class RedisStore implements RateLimitStore {
     await Promise.all(keys.map((key) => this.client.del(key)));
   }
 
-  /** Waits for the client to be connected (`ready`), at most `timeoutMs`; true when it is. */
+  /**
+   * Waits for the client to be connected (`ready`), at most `timeoutMs`; true when it is. Ends early, false,
+   * on a connection error that waiting will not cure (refused, unknown host, bad credentials or TLS), so an
+   * app whose Redis is missing starts at once; the client keeps reconnecting in the background.
+   */
   async ready(timeoutMs: number): Promise<boolean> {
     if (this.client.status === 'ready') return true;
     return new Promise<boolean>((resolve) => {
       const done = (connected: boolean) => {
         clearTimeout(timer);
         this.client.off('ready', onReady);
+        this.client.off('error', onError);
         resolve(connected);
       };
-      const onReady = () => done(true);
+      const onReady = () => {
+        this.noteConnection(undefined);
+        done(true);
+      };
+      // Also for a client passed in, which has no listener of ours otherwise: the startup warning names the cause.
+      const onError = (error: Error) => {
+        this.noteConnection(error);
+        if (isDefiniteConnectionError(error)) done(false);
+      };
       const timer = setTimeout(() => done(false), timeoutMs);
       this.client.on('ready', onReady);
+      this.client.on('error', onError);
     });
+  }
+
+  /** Remembers the client's last connection error (its `error` event) for log lines; `undefined` once it is connected. */
+  noteConnection(error: Error | undefined): void {
+    this.lastConnectionError = error;
+  }
+
+  /** Why the client is not connected: its last connection error, or its status; `undefined` while it is connected. */
+  connectionError(): Error | undefined {
+    const { status } = this.client;
+    if (status === 'ready') return undefined;
+    return this.lastConnectionError ?? new RateLimitStoreError(`not connected (client status: ${status})`);
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { MemoryStore } from './memory.store';
+import { describeCause } from './store-description';
 import { pingStore } from './store-health';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
 
@@ -16,6 +17,10 @@ export interface ResilientStoreOptions {
   retryAfterFailureMs: number;
   /** Called on every store failure (already rate-limited logging is separate). */
   onError?: (error: Error) => void;
+  /** The primary store as log lines name it (`Redis at 127.0.0.1:6379`); without it, lines say "rate-limit store". */
+  name?: string;
+  /** Why the primary store cannot be reached, when it knows (its client's last connection error). */
+  connectionError?: () => Error | undefined;
   /** Time source, ms. */
   clock?: () => number;
 }
@@ -37,7 +42,9 @@ function rethrow(error: unknown): never {
  * all, then the next decision tries it again (so recovery is automatic). Meanwhile each call's `fallback`
  * decides: allow, reject, or the in-process insurance store with a share of the limit.
  *
- * One shared timer enforces deadlines (none per request), and only while decisions are in flight.
+ * One shared timer enforces deadlines (none per request), and only while decisions are in flight. An outage
+ * is logged when it begins (at most once per `logIntervalMs`, naming the store and the cause) and, once
+ * reported, when the store answers again; on the request path that costs one check.
  */
 export class ResilientStore implements RateLimitStore {
   private readonly logger = new Logger('RateLimit');
@@ -47,6 +54,10 @@ export class ResilientStore implements RateLimitStore {
   private openUntil = 0;
   private lastLog = -Infinity;
   private suppressed = 0;
+  /** When the current outage began (a failure, or no connection at startup); undefined while the store answers. */
+  private downSince: number | undefined;
+  /** Whether a warning reported the current outage, so its end is reported too (once). */
+  private reported = false;
   private readonly clock: () => number;
 
   constructor(
@@ -89,8 +100,16 @@ export class ResilientStore implements RateLimitStore {
     return this.withDeadline(pingStore(this.primary));
   }
 
-  ready(timeoutMs: number): Promise<boolean> {
-    return this.primary.ready?.(timeoutMs) ?? Promise.resolve(true);
+  /** The primary store's `ready`; when it is not, warns (naming the store and the cause) and starts an outage. */
+  async ready(timeoutMs: number): Promise<boolean> {
+    const started = this.clock();
+    const ready = (await this.primary.ready?.(timeoutMs)) ?? true;
+    if (!ready) {
+      this.downSince ??= started;
+      const line = this.unavailable(new RateLimitStoreError(`not connected after ${timeoutMs} ms`));
+      this.warn(`${line}. Starting anyway; deciding with each policy's onStoreError until it answers.`, this.clock());
+    }
+    return ready;
   }
 
   async close(): Promise<void> {
@@ -136,6 +155,7 @@ export class ResilientStore implements RateLimitStore {
         (value) => {
           if (entry.settled) return;
           entry.settled = true;
+          if (this.downSince !== undefined) this.answered(entry.deadline - this.options.timeoutMs);
           resolve(value);
         },
         (error: unknown) => {
@@ -170,19 +190,47 @@ export class ResilientStore implements RateLimitStore {
 
   private failed(error: unknown): void {
     const err = error instanceof Error ? error : new Error(String(error));
-    this.openUntil = this.clock() + this.options.retryAfterFailureMs;
-    this.options.onError?.(err);
     const now = this.clock();
+    this.openUntil = now + this.options.retryAfterFailureMs;
+    this.options.onError?.(err);
+    this.downSince ??= now;
     if (now - this.lastLog < this.options.logIntervalMs) {
       this.suppressed++;
       return;
     }
     const more = this.suppressed > 0 ? ` (${this.suppressed} more failures since the last report)` : '';
-    this.logger.warn(
-      `Rate-limit store unavailable: ${err.message}${more}. Deciding with each policy's onStoreError until it answers again.`,
-    );
+    this.warn(`${this.unavailable(err)}${more}. Deciding with each policy's onStoreError until it answers again.`, now);
+  }
+
+  private warn(line: string, now: number): void {
+    this.logger.warn(line);
     this.lastLog = now;
     this.suppressed = 0;
+    this.reported = true;
+  }
+
+  /** What is wrong, naming the store: its last connection error when it has one, else the failure itself. */
+  private unavailable(failure: Error): string {
+    const { name, connectionError } = this.options;
+    if (name === undefined) return `Rate-limit store unavailable: ${failure.message}`;
+    const cause = connectionError?.();
+    return cause ? `${name} is not reachable: ${describeCause(cause)}` : `${name} is unavailable: ${describeCause(failure)}`;
+  }
+
+  /**
+   * A call made during an outage succeeded: the outage is over. Its end is logged once, and only when its
+   * start was (a warning suppressed by `logIntervalMs` gets no recovery line either, so both stay rate-limited).
+   */
+  private answered(callStarted: number): void {
+    const since = this.downSince!;
+    // A call sent before the outage began says nothing about the store now.
+    if (callStarted < since) return;
+    if (this.reported) {
+      const seconds = ((this.clock() - since) / 1000).toFixed(1);
+      this.logger.log(`${this.options.name ?? 'The rate-limit store'} is answering again after ${seconds} s.`);
+    }
+    this.downSince = undefined;
+    this.reported = false;
   }
 
   private fallback(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {

@@ -1,5 +1,6 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RATE_LIMIT_CONTEXT_TYPES, type RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { hidePassword } from '../stores/store-description';
 import { describeValue } from './describe-value';
 
 const KNOWN_OPTIONS = new Set([
@@ -79,6 +80,14 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   }
   if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
     throw fail(`redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a Redis / Cluster instance.`);
+  }
+  // ioredis reads any other string as host:port ("http://cache:6379" connects to a host named "http"), and
+  // only rediss:// turns TLS on: the scheme must say which was meant.
+  if (typeof redis === 'string' && !/^rediss?:\/\//i.test(redis)) {
+    throw fail(
+      `redis: ${describeValue(hidePassword(redis))} must be a URL starting with redis:// (or rediss:// for TLS), for example ` +
+        `redis://localhost:6379; ioredis options (such as { path } for a Unix socket) or a Redis / Cluster instance work too.`,
+    );
   }
 
   function oneOf(field: string, value: unknown, allowed: string[]): void {

@@ -1,0 +1,105 @@
+import type { ClusterNode, RedisOptions } from 'ioredis';
+import type { RedisClient } from './redis.store';
+
+/** What the module logs at startup for the in-process memory store. */
+export const MEMORY_STORE_DESCRIPTION =
+  'Rate limits are kept in process memory (per process — set `redis` to share limits between instances).';
+
+/**
+ * What the module logs at startup: where rate limits are kept.
+ * @example describeStore('redis://:secret@10.0.0.5:6379') // 'Rate limits are kept in Redis at 10.0.0.5:6379.'
+ */
+export function describeStore(redis: string | RedisOptions | RedisClient | undefined): string {
+  return redis === undefined ? MEMORY_STORE_DESCRIPTION : `Rate limits are kept in ${describeRedis(redis)}.`;
+}
+
+/**
+ * A Redis store as log lines name it, from the `redis` option (a URL, ioredis options, or a client): `Redis at
+ * host:port`, `Redis Cluster (host:port, …)` of the startup nodes, or `Redis Sentinel master "name" via
+ * host:port, …`. Never a password: only hosts, ports and names are read.
+ */
+export function describeRedis(redis: string | RedisOptions | RedisClient): string {
+  if (typeof redis === 'string') return `Redis at ${describeUrl(redis, 'localhost')}`;
+  if ('startupNodes' in redis) {
+    const nodes = (redis as unknown as { startupNodes: ClusterNode[] }).startupNodes;
+    return `Redis Cluster (${nodes.map(describeNode).join(', ')})`;
+  }
+  return describeOptions('options' in redis ? redis.options : redis);
+}
+
+function describeOptions(options: RedisOptions): string {
+  const { sentinels, name, path, host, port } = options;
+  if (sentinels && sentinels.length > 0) {
+    const via = sentinels.map((s) => hostPort(s.host ?? 'localhost', s.port ?? 26379)).join(', ');
+    return `Redis Sentinel master ${JSON.stringify(name ?? '')} via ${via}`;
+  }
+  return `Redis at ${path ?? hostPort(host ?? 'localhost', port ?? 6379)}`;
+}
+
+/** A cluster startup node as ioredis reads it: a port, `host:port`, a URL, or `{ host, port }` (127.0.0.1:6379 by default). */
+function describeNode(node: ClusterNode): string {
+  if (typeof node === 'number') return hostPort('127.0.0.1', node);
+  if (typeof node === 'string') return /^\d+$/.test(node) ? hostPort('127.0.0.1', Number(node)) : describeUrl(node, '127.0.0.1');
+  return hostPort(node.host ?? '127.0.0.1', node.port ?? 6379);
+}
+
+/** `host:port` of a URL (ioredis also reads `host:port` without a scheme); the URL without its password if it does not parse. */
+function describeUrl(url: string, defaultHost: string): string {
+  try {
+    const parsed = new URL(url.includes('//') ? url : `redis://${url}`);
+    return hostPort(parsed.hostname.replace(/^\[(.*)\]$/, '$1') || defaultHost, Number(parsed.port) || 6379);
+  } catch {
+    return hidePassword(url);
+  }
+}
+
+function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/**
+ * `url` with the passwords replaced by `***`, for messages: the user info's, and query parameters ioredis reads
+ * as options (`?password=`, `?sentinelPassword=`).
+ * @example hidePassword('redis://app:secret@cache:6379') // 'redis://app:***@cache:6379'
+ */
+export function hidePassword(url: string): string {
+  return url
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/)?([^/]*)@/i, (_match, scheme: string | undefined, userInfo: string) => {
+      const colon = userInfo.indexOf(':');
+      return `${scheme ?? ''}${colon === -1 ? userInfo : `${userInfo.slice(0, colon)}:***`}@`;
+    })
+    .replace(/([?&][a-z]*password=)[^&#]*/gi, '$1***');
+}
+
+/**
+ * Why a connection failed, in one line: the error's message, every attempt's message for an `AggregateError`
+ * (a host name resolving to several addresses) and the last node's error for a cluster that found no node.
+ */
+export function describeCause(error: Error): string {
+  if (error instanceof AggregateError && error.errors.length > 0) {
+    return [...new Set(error.errors.map((e: unknown) => (e instanceof Error ? describeCause(e) : String(e))))].join('; ');
+  }
+  // Redis ends its messages with a full stop; the log line goes on after the cause.
+  const text = (error.message || (error as NodeJS.ErrnoException).code || error.name).replace(/\.+$/, '');
+  const { lastNodeError } = error as { lastNodeError?: unknown };
+  return lastNodeError instanceof Error ? `${text} (last node error: ${describeCause(lastNodeError)})` : text;
+}
+
+/**
+ * Whether a connection error will not go away by waiting a few seconds: nothing listens at the address, the
+ * name does not resolve, the credentials or the TLS setup are wrong. The module stops waiting at startup then.
+ */
+export function isDefiniteConnectionError(error: Error): boolean {
+  if (error instanceof AggregateError && error.errors.length > 0) {
+    return error.errors.every((e: unknown) => e instanceof Error && isDefiniteConnectionError(e));
+  }
+  const { lastNodeError } = error as { lastNodeError?: unknown };
+  if (lastNodeError instanceof Error) return isDefiniteConnectionError(lastNodeError);
+  const code = (error as NodeJS.ErrnoException).code ?? '';
+  return (
+    code === 'ECONNREFUSED' ||
+    code === 'ENOTFOUND' ||
+    /^ERR_(SSL|TLS)_|CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(code) ||
+    /^(WRONGPASS|NOAUTH|NOPERM)\b|invalid password/i.test(error.message)
+  );
+}
