@@ -122,4 +122,25 @@ describe('npm run build', () => {
       d: { allowed: true, policy: 'default', limit: 2, remaining: 1, resetMs: 500, retryAfterMs: 0 },
     });
   });
+
+  test('every source map carries its sources, so a stack trace into dist/ reads TypeScript without lib/', () => {
+    const maps = filesUnder(DIST, '.js.map');
+    expect(maps.length).toBe(filesUnder(DIST, '.js').length);
+    const missing = maps.filter((file) => {
+      const map = JSON.parse(readFileSync(join(DIST, file), 'utf8')) as { sources: string[]; sourcesContent?: string[] };
+      return map.sourcesContent?.length !== map.sources.length || map.sourcesContent.some((source) => !source);
+    });
+    expect(missing).toEqual([]);
+  });
+
+  test('dist/ts5.3 mirrors every declaration, with each package import resolved as an ES module import', () => {
+    const plain = filesUnder(DIST, '.d.ts').filter((file) => !file.startsWith('ts5.3/'));
+    expect(filesUnder(join(DIST, 'ts5.3'), '.d.ts')).toEqual(plain);
+    const exception = readFileSync(join(DIST, 'ts5.3', 'rate-limit.exception.d.ts'), 'utf8');
+    expect(exception).toContain("import type { HttpException } from '@nestjs/common' with { 'resolution-mode': 'import' };");
+    const imports = plain.flatMap((file) => readFileSync(join(DIST, 'ts5.3', file), 'utf8').split('\n'));
+    expect(imports.filter((line) => /^import .* from '[^.]/.test(line) && !line.endsWith("with { 'resolution-mode': 'import' };"))).toEqual(
+      [],
+    );
+  });
 });
