@@ -6,7 +6,7 @@ import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from 
 interface Shed {
   /** Local time the rejection stops being certain, ms. */
   until: number;
-  /** Local time the rejection was decided, ms. */
+  /** Local time the answer arrived, ms: never before the store decided, so the wait counted from it is never short. */
   at: number;
   /** The calls rejected: another cost, or a changed limit, gets another answer. */
   calls: readonly RateLimitCall[];
@@ -15,24 +15,33 @@ interface Shed {
 
 /**
  * Hot-key shedding: once the store rejects a request with `retryAfterMs = R`, the same request (same keys,
- * same cost) is answered here until R has passed. A rejection changes no state, and nothing but time can
- * make room (lockouts and counters only recover with time; a refund forgets the rejections it concerns),
- * so this is exact. Refundable (`countOnly`) policies can free room early and are never shed; a
- * `concurrency` rejection is shed only while leases this process holds fill the key by themselves
- * ({@link LocalLeases}), and a release here forgets it. Under one abusive client the store stops seeing
- * its traffic. Bounded: at most `maxEntries` rejections (and leased keys) are remembered.
+ * same cost, same limits) is answered here until R has passed, with R counted down. A rejection changes no
+ * state, and without other requests only time changes the answer, so this is exact as long as nothing else
+ * touches the key: every consume, refund and lockout this store passes on for one of its state keys forgets
+ * the rejections remembered on it (an admission makes the wait longer, a refund shorter, a lockout longer), and
+ * `reset`/`unblock` forget them all. What other instances do is not seen: their admissions can make a shed
+ * retry too early, their refunds or resets a shed rejection needless, but never past R, after which the store
+ * decides again (and shedding never admits anything). Refundable (`countOnly`) policies can free room at any
+ * time and are never shed; a `concurrency` rejection is shed only while leases this process holds fill the
+ * key by themselves ({@link LocalLeases}), and a release here forgets it. Under one abusive client the store
+ * stops seeing its traffic. Bounded: at most `maxEntries` rejections (and leased keys) are remembered.
  */
 export class SheddingStore implements RateLimitStore {
   /** Oldest remembered first, so the bound evicts in O(1) (see LruMap). */
   private readonly shed = new LruMap<Shed>();
-  /** Remembered rejections by the state keys they involve, so a refund finds the ones it voids at once. */
+  /** Remembered rejections by the state keys they involve, so a consume, refund or lockout finds the ones it voids at once. */
   private readonly byStateKey = new Map<string, Set<string>>();
   private readonly leases: LocalLeases;
 
+  /**
+   * @param clock local time in ms; only its differences are read. The default is monotonic and finer than
+   * a millisecond: a wall clock can step, and one truncated to whole ms could date an answer up to 1 ms
+   * before the store made it (a retry told 1 ms early).
+   */
   constructor(
     private readonly inner: RateLimitStore,
     private readonly maxEntries: number,
-    private readonly clock: () => number = Date.now,
+    private readonly clock: () => number = () => performance.now(),
   ) {
     this.leases = new LocalLeases(maxEntries);
   }
@@ -44,10 +53,15 @@ export class SheddingStore implements RateLimitStore {
     // A lease's window is counted from before the call (see LocalLeases): only calls that take leases need the time.
     const askedAt = mode === 'consume' && takesLeases(calls) ? this.clock() : undefined;
     const decision = this.inner.decide(calls, mode);
-    if (key === undefined || mode !== 'consume') return decision;
+    if (mode !== 'consume') return decision;
+    // Every consume, sheddable or not: a countOnly call can share its state key with a remembered rejection.
+    // Answers come back in the order the store decided (one connection per node), so a rejection remembered
+    // before this answer was decided before this consume, and is stale now if this one changed the key.
     return decision.then((d) => {
-      if (!d.allowed) this.remember(key, calls, d);
-      else if (askedAt !== undefined) this.leases.took(calls, d, askedAt);
+      this.forget(calls);
+      if (!d.allowed) {
+        if (key !== undefined) this.remember(key, calls, d);
+      } else if (askedAt !== undefined) this.leases.took(calls, d, askedAt);
       return d;
     });
   }
@@ -58,26 +72,35 @@ export class SheddingStore implements RateLimitStore {
    */
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
     const hit = sheddable(calls) ? this.lookup(keyOf(calls), calls) : undefined;
-    return hit ?? this.inner.decideSync?.(calls, mode);
+    if (hit) return hit;
+    const decision = this.inner.decideSync?.(calls, mode);
+    // An in-process store may have admitted: forget as decide does (after a fallback's answer, which took
+    // nothing from the store, forgetting only sheds less).
+    if (decision && mode === 'consume') this.forget(calls);
+    return decision;
   }
 
-  /** A refund makes room before retryAfter: forget the rejections it concerns, so the store decides again. */
+  /**
+   * A refund makes room before retryAfter: forget the rejections it concerns, so the store decides again; and
+   * once more when it is done, for rejections decided before it whose answers came in meanwhile.
+   */
   refund(calls: readonly RateLimitCall[]): Promise<void> {
     this.leases.released(calls);
-    for (const call of calls) for (const key of [...(this.byStateKey.get(call.stateKey) ?? [])]) this.drop(key);
-    return this.inner.refund(calls);
+    this.forget(calls);
+    return this.inner.refund(calls).finally(() => this.forget(calls));
   }
 
+  /** A lockout lengthens the wait: the same as {@link refund}. */
   block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
-    return this.inner.block(calls, ms);
+    this.forget(calls);
+    return this.inner.block(calls, ms).finally(() => this.forget(calls));
   }
 
-  /** `reset` and `unblock` are rare operator actions: forget every remembered rejection. */
+  /** `reset` and `unblock` are rare operator actions: forget every remembered rejection (now, and when done). */
   delete(keys: readonly string[]): Promise<void> {
-    this.shed.clear();
-    this.byStateKey.clear();
+    this.forgetAll();
     this.leases.clear();
-    return this.inner.delete(keys);
+    return this.inner.delete(keys).finally(() => this.forgetAll());
   }
 
   ping(): Promise<void> {
@@ -89,8 +112,7 @@ export class SheddingStore implements RateLimitStore {
   }
 
   close(): Promise<void> {
-    this.shed.clear();
-    this.byStateKey.clear();
+    this.forgetAll();
     this.leases.clear();
     return this.inner.close();
   }
@@ -105,13 +127,14 @@ export class SheddingStore implements RateLimitStore {
     }
     if (!covers(entry.calls, calls)) return undefined;
     const elapsed = now - entry.at;
+    // Whole ms, rounded up: a wait is never told shorter than it is.
     return {
-      nowMs: entry.decision.nowMs + elapsed,
+      nowMs: entry.decision.nowMs + Math.floor(elapsed),
       allowed: false,
       verdicts: entry.decision.verdicts.map((v) => ({
         ...v,
-        resetMs: Math.max(v.resetMs - elapsed, 0),
-        retryAfterMs: v.allowed || v.retryAfterMs < 0 ? v.retryAfterMs : Math.max(v.retryAfterMs - elapsed, 1),
+        resetMs: Math.max(Math.ceil(v.resetMs - elapsed), 0),
+        retryAfterMs: v.allowed || v.retryAfterMs < 0 ? v.retryAfterMs : Math.max(Math.ceil(v.retryAfterMs - elapsed), 1),
       })),
     };
   }
@@ -151,6 +174,21 @@ export class SheddingStore implements RateLimitStore {
     return certain;
   }
 
+  /** Forgets the rejections remembered on the state keys of `calls` (one Map lookup per call when there are none). */
+  private forget(calls: readonly RateLimitCall[]): void {
+    if (this.byStateKey.size === 0) return;
+    for (const call of calls) {
+      const keys = this.byStateKey.get(call.stateKey);
+      // drop() deletes the current entry from this very set, which a Set's iteration allows.
+      if (keys) for (const key of keys) this.drop(key);
+    }
+  }
+
+  private forgetAll(): void {
+    this.shed.clear();
+    this.byStateKey.clear();
+  }
+
   private drop(key: string): void {
     const entry = this.shed.get(key);
     if (!entry) return;
@@ -164,21 +202,26 @@ export class SheddingStore implements RateLimitStore {
 }
 
 /**
- * Whether the rejection of `rejected` is the answer to `calls`: same limits, same costs. (A dearer request is
- * rejected too, but with a longer wait or as cost-exceeds-capacity: the store must say which.)
+ * Whether the rejection of `rejected` is exactly the answer to `calls`: same keys, same costs, same limits.
+ * (The wait depends on the cost: a dearer request waits longer or can never fit, a cheaper one may pass.)
  */
 function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCall[]): boolean {
-  return calls.every((call, i) => {
-    const was = rejected[i];
-    const p = call.params;
-    return (
-      call.cost === was.cost &&
-      p.limit === was.params.limit &&
-      p.windowMs === was.params.windowMs &&
-      p.burst === was.params.burst &&
-      call.blockForMs === was.blockForMs
-    );
-  });
+  // keyOf joins the state keys with '|', which a policy name or scope may contain: compare them one by one.
+  return (
+    calls.length === rejected.length &&
+    calls.every((call, i) => {
+      const was = rejected[i];
+      const p = call.params;
+      return (
+        call.stateKey === was.stateKey &&
+        call.cost === was.cost &&
+        p.limit === was.params.limit &&
+        p.windowMs === was.params.windowMs &&
+        p.burst === was.params.burst &&
+        call.blockForMs === was.blockForMs
+      );
+    })
+  );
 }
 
 /** Not calls whose units can come back by a refund at any time (`countOnly`); leases are checked when remembered. */

@@ -4,6 +4,7 @@
  */
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { RateLimitWaitError } from '../../lib/errors/rate-limit-wait.error';
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
@@ -15,6 +16,11 @@ import { libraryClient, startRedis, type RedisProcess } from '../support/redis-s
 
 const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until `ms` have passed since `since` (performance.now()): never less, whatever the timer does. */
+async function waitSince(since: number, ms: number): Promise<void> {
+  for (let left = since + ms - performance.now(); left > 0; left = since + ms - performance.now()) await sleep(Math.ceil(left));
+}
 
 let redis: RedisProcess | undefined;
 let admin: Redis | undefined;
@@ -88,12 +94,13 @@ describe('hot-key shedding', () => {
       const sa = Date.now();
       const fromRedis = await direct.peek(policy, 'abuser');
       const pa = Date.now();
-      // The shed entry was made at some local time in [t0, t1] and is read at some time in [sb, sa].
+      // The shed entry was made at some local time in [t0, t1] and is read at some time in [sb, sa] (Date.now
+      // truncates; the store's clock does not, and rounds the wait up: hence hi's + 1).
       samples.push({
         shed: shed.retryAfterMs,
         redis: fromRedis.retryAfterMs,
         lo: first.retryAfterMs - (sa - t0),
-        hi: first.retryAfterMs - (sb - t1),
+        hi: first.retryAfterMs - (sb - t1) + 1,
         skew: pa - sb + (t1 - t0),
       });
     }
@@ -241,5 +248,55 @@ describe('hot-key shedding', () => {
     expect(await scriptCalls()).toBe(0);
     expect((await svc.consume(strict, 't0')).allowed).toBe(false);
     expect(await scriptCalls()).toBe(1);
+  });
+
+  describe('an admission on the key forgets its remembered rejections (gcra 2 per 2 s, burst 2)', () => {
+    const mixed: RateLimitPolicy = { algorithm: 'gcra', limit: 2, window: '2s', burst: 2, name: 'mixed' };
+
+    /**
+     * cost 2 allowed, cost 2 rejected (remembered), one second later cost 1 allowed: the key's TAT is now
+     * 3 s after the first call, so a cost-2 request waits ~2 s, not the ~1 s left of the remembered rejection.
+     * Returns local times (Date.now) just before and after the first call.
+     */
+    async function mixedCosts(svc: RateLimiterService, tracker: string): Promise<{ before: number; after: number }> {
+      await svc.peek(mixed, 'warm');
+      const before = Date.now();
+      expect((await svc.consume(mixed, tracker, { cost: 2 })).allowed).toBe(true);
+      const after = Date.now();
+      expect(await svc.consume(mixed, tracker, { cost: 2 })).toMatchObject({ allowed: false });
+      await sleep(1_000);
+      expect((await svc.consume(mixed, tracker, { cost: 1 })).allowed).toBe(true);
+      return { before, after };
+    }
+
+    it('the told retry is the true one, and honouring it is enough', async () => {
+      const { svc } = await service();
+      const first = await mixedCosts(svc, 'mixed-retry');
+      const asked = Date.now();
+      const rejected = await svc.consume(mixed, 'mixed-retry', { cost: 2 });
+      const answered = Date.now();
+      const received = performance.now();
+      // True wait: 3 000 ms after the first call, minus the time between the two (±1 ms of clock granularity).
+      expect(rejected.allowed).toBe(false);
+      expect(rejected.retryAfterMs).toBeGreaterThanOrEqual(3_000 - (answered - first.before) - 1);
+      expect(rejected.retryAfterMs).toBeLessThanOrEqual(3_000 - (asked - first.after) + 1);
+      await waitSince(received, rejected.retryAfterMs);
+      expect((await svc.consume(mixed, 'mixed-retry', { cost: 2 })).allowed).toBe(true);
+    }, 20_000);
+
+    it('acquire({ cost: 2, maxWaitMs: 1500 }) throws at once: the true wait is longer than maxWaitMs', async () => {
+      const { svc } = await service();
+      await mixedCosts(svc, 'mixed-acquire');
+      const started = performance.now();
+      const error = await svc.acquire(mixed, 'mixed-acquire', { cost: 2, maxWaitMs: 1_500 }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      const waited = performance.now() - started;
+      expect(error).toBeInstanceOf(RateLimitWaitError);
+      expect((error as RateLimitWaitError).retryAfterMs).toBeGreaterThan(1_900);
+      // One round trip to Redis, no wait (a wait of ~1 s ended in the same error before).
+      expect(waited).toBeLessThan(250);
+    }, 20_000);
   });
 });

@@ -2,7 +2,7 @@
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { SheddingStore } from '../../lib/stores/shedding.store';
-import type { RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
 import { LocalLeases } from '../../lib/stores/local-leases';
 import { MemoryStore } from '../../lib/stores/memory.store';
 import { compilePolicy } from '../../lib/utils/compile-policy';
@@ -190,5 +190,151 @@ describe('LocalLeases', () => {
     for (let i = 0; i < 5_000; i++) leases.took(lease(`l${i}`), allowed, 10_000);
     expect(leases.size).toBe(0);
     expect(leases.certainFor(lease('one-more')[0], 10_000)).toBe(0);
+  });
+});
+
+describe('SheddingStore: a remembered rejection answers only what it answers exactly', () => {
+  const registry = new RateLimitAlgorithmRegistry();
+  const engine = new RateLimitEngine(new RejectingStore());
+  const compiled = (policy: Parameters<typeof compilePolicy>[0]) => compilePolicy(policy, registry, 'test', 'svc');
+  // gcra, 2 per 2 s, burst 2: one unit comes back every second.
+  const gcra = compiled({ algorithm: 'gcra', limit: 2, window: '2s', burst: 2, name: 'g' });
+  const other = compiled({ algorithm: 'fixed-window', limit: 100, window: '1h', name: 'o' });
+  const call = (policy: typeof gcra, cost: number) =>
+    engine.calls(trackerKeyPrefix('rl', 't'), [{ compiled: policy, params: policy.staticParams!, cost }]);
+  const both = (cost: number) =>
+    engine.calls(trackerKeyPrefix('rl', 't'), [
+      { compiled: gcra, params: gcra.staticParams!, cost },
+      { compiled: other, params: other.staticParams!, cost: 1 },
+    ]);
+
+  /** A memory store seen only through `decide` (every answer it gives is counted) or, for `sync`, through `decideSync` too. */
+  function setup(sync: boolean) {
+    const clock = { now: 10_000 };
+    const memory = new MemoryStore({ clock: () => clock.now });
+    const asked = { count: 0 };
+    const inner: RateLimitStore = {
+      decide: (calls, mode) => {
+        asked.count++;
+        return memory.decide(calls, mode);
+      },
+      ...(sync
+        ? {
+            decideSync: (calls: readonly RateLimitCall[], mode: DecisionMode) => {
+              asked.count++;
+              return memory.decideSync(calls, mode);
+            },
+          }
+        : {}),
+      refund: (calls) => memory.refund(calls),
+      block: (calls, ms) => memory.block(calls, ms),
+      delete: (keys) => memory.delete(keys),
+      close: () => memory.close(),
+    };
+    const store = new SheddingStore(inner, 100, () => clock.now);
+    // As the engine asks: the synchronous answer when there is one.
+    const consume = async (calls: readonly RateLimitCall[]) => store.decideSync(calls, 'consume') ?? (await store.decide(calls, 'consume'));
+    return { clock, asked, store, consume };
+  }
+
+  it.each([
+    ['decide', false],
+    ['decideSync', true],
+  ])('forgets it once this store admits another cost on its key (inner answers through %s)', async (_, sync) => {
+    const { clock, asked, store, consume } = setup(sync);
+    expect((await consume(call(gcra, 2))).allowed).toBe(true);
+    expect(await store.decide(call(gcra, 2), 'consume')).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 2_000 }] });
+    clock.now = 10_500;
+    // Remembered: answered here, counted down.
+    expect(await consume(call(gcra, 2))).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 1_500 }] });
+    expect(asked.count).toBe(2);
+    clock.now = 11_000;
+    expect((await consume(call(gcra, 1))).allowed).toBe(true);
+    // The admission moved the key's TAT to 13 000: two units are 2 s away, not 1 s.
+    expect(await consume(call(gcra, 2))).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 2_000 }] });
+    expect(asked.count).toBe(4);
+    clock.now = 13_000;
+    expect((await consume(call(gcra, 2))).allowed).toBe(true);
+  });
+
+  it('forgets a rejection of several policies once one of its keys admits alone', async () => {
+    const { clock, asked, store, consume } = setup(false);
+    expect((await consume(both(2))).allowed).toBe(true);
+    expect(await store.decide(both(2), 'consume')).toMatchObject({
+      allowed: false,
+      verdicts: [{ retryAfterMs: 2_000 }, { allowed: true }],
+    });
+    clock.now = 11_000;
+    expect(await consume(both(2))).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 1_000 }, { allowed: true }] });
+    expect(asked.count).toBe(2);
+    expect((await consume(call(gcra, 1))).allowed).toBe(true);
+    expect(await consume(both(2))).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 2_000 }, { allowed: true }] });
+    expect(asked.count).toBe(4);
+  });
+
+  it('forgets it when this store locks the key out (a lockout only lengthens the wait)', async () => {
+    const { clock, asked, store, consume } = setup(false);
+    await consume(call(gcra, 2));
+    await consume(call(gcra, 1));
+    expect(asked.count).toBe(2);
+    clock.now = 10_400;
+    expect(await consume(call(gcra, 1))).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 600 }] });
+    expect(asked.count).toBe(2);
+    await store.block(call(gcra, 1), 60_000);
+    expect(await consume(call(gcra, 1))).toMatchObject({ allowed: false, verdicts: [{ reason: 1, retryAfterMs: 60_000 }] });
+    expect(asked.count).toBe(3);
+  });
+
+  it('forgets it when an admission in flight with it is answered after it (answers come in the order the store decided)', async () => {
+    const { clock, store, consume } = setup(false);
+    await consume(call(gcra, 2));
+    clock.now = 11_000;
+    // The rejection is decided first (one unit is back, two are not), then the admission of that one unit.
+    const [rejected, admitted] = await Promise.all([store.decide(call(gcra, 2), 'consume'), store.decide(call(gcra, 1), 'consume')]);
+    expect(rejected).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 1_000 }] });
+    expect(admitted.allowed).toBe(true);
+    expect(store.decideSync(call(gcra, 2), 'consume')).toBeUndefined();
+    expect(await store.decide(call(gcra, 2), 'consume')).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 2_000 }] });
+  });
+
+  it('forgets, when a refund is done, a rejection whose answer came in while it was under way', async () => {
+    const answers: Array<(d: StoreDecision) => void> = [];
+    const refunds: Array<() => void> = [];
+    const inner: RateLimitStore = {
+      decide: () => new Promise<StoreDecision>((resolve) => answers.push(resolve)),
+      refund: () => new Promise<void>((resolve) => refunds.push(resolve)),
+      block: async () => undefined,
+      delete: async () => undefined,
+      close: async () => undefined,
+    };
+    const store = new SheddingStore(inner, 100, () => 10_000);
+    const calls = call(gcra, 2);
+    const rejection = store.decide(calls, 'consume');
+    const refund = store.refund(call(gcra, 1));
+    // The store decided the rejection before the refund; its answer arrives while the refund is under way.
+    answers[0]({
+      nowMs: 10_000,
+      allowed: false,
+      verdicts: [{ allowed: false, remaining: 0, resetMs: 2_000, retryAfterMs: 2_000, delayMs: 0, reason: 0 }],
+    });
+    await rejection;
+    expect(store.decideSync(calls, 'consume')).toMatchObject({ allowed: false });
+    refunds[0]();
+    await refund;
+    expect(store.decideSync(calls, 'consume')).toBeUndefined();
+  });
+
+  it('counts the wait down from when the answer arrived, in whole ms rounded up (a sub-ms clock)', async () => {
+    const { clock, store, consume } = setup(false);
+    await consume(call(gcra, 2));
+    clock.now = 10_000.6;
+    await store.decide(call(gcra, 2), 'consume');
+    clock.now = 10_400.2;
+    // 2 000 ms told at 10 000.6, read 399.6 ms later: 1 600.4 ms left, told as 1 601.
+    expect(store.decideSync(call(gcra, 2), 'consume')).toMatchObject({ verdicts: [{ retryAfterMs: 1_601, resetMs: 1_601 }] });
+    clock.now = 12_000.5;
+    expect(store.decideSync(call(gcra, 2), 'consume')).toMatchObject({ verdicts: [{ retryAfterMs: 1 }] });
+    clock.now = 12_000.6;
+    expect(store.decideSync(call(gcra, 2), 'consume')).toBeUndefined();
   });
 });
