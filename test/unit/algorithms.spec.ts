@@ -304,7 +304,7 @@ describe('fixed-window and sliding-window at a window boundary', () => {
     ]);
   });
 
-  it('sliding-window has no boundary burst: the previous window still weighs at the boundary', async () => {
+  it('sliding-window: the previous window still weighs at the boundary', async () => {
     const h = memoryHarness();
     const policy: RateLimitPolicy = { algorithm: 'sliding-window', limit: L, window: W };
     h.at(T0 + 999);
@@ -312,6 +312,42 @@ describe('fixed-window and sliding-window at a window boundary', () => {
     h.at(T0 + 1000);
     // prev 4 · (1000 − e) + 1000 ≤ 4000 ⇔ e ≥ 250
     expect(await h.limiter.consume(policy, 'k')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 250 });
+  });
+});
+
+describe('sliding-window worst case (limit 10 per 1000 ms)', () => {
+  const policy: RateLimitPolicy = { algorithm: 'sliding-window', limit: 10, window: W };
+
+  it('admits 19 = 2L − 1 within 999 ms: 10 at the end of one window, 9 just before the end of the next', async () => {
+    const h = memoryHarness();
+    h.at(T0 + 999);
+    expect((await times(10, () => h.limiter.consume(policy, 'k'))).every((d) => d.allowed)).toBe(true);
+    // prev 10 · (1000 − 998) + (cur + 1) · 1000 ≤ 10000 ⇔ cur ≤ 8.98: 9 more fit.
+    h.at(T0 + 1998);
+    expect((await times(10, () => h.limiter.consume(policy, 'k'))).map((d) => d.allowed)).toStrictEqual([
+      ...Array<boolean>(9).fill(true),
+      false,
+    ]);
+  });
+
+  it('never admits 2L in any span of one window, whatever the arrival times (unit costs)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 0, max: 4_999 }), { minLength: 1, maxLength: 120 }), async (offsets) => {
+        const h = memoryHarness();
+        const admitted: number[] = [];
+        for (const at of [...offsets].sort((a, b) => a - b)) {
+          h.at(T0 + at);
+          if ((await h.limiter.consume(policy, 'k')).allowed) admitted.push(at);
+        }
+        let most = 0;
+        for (let i = 0, j = 0; i < admitted.length; i++) {
+          while (admitted[i] - admitted[j] >= W) j++;
+          most = Math.max(most, i - j + 1);
+        }
+        expect(most).toBeLessThanOrEqual(19);
+      }),
+      { numRuns: 200 },
+    );
   });
 });
 
