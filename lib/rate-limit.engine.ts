@@ -30,14 +30,25 @@ export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onSt
 
 const REASONS = [undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailable'] as const;
 
+/** The engine's memos are keyed by strings the library built (see {@link RateLimitEngine}): nothing to copy. */
+const OWN_KEYS = { ownKeys: true } as const;
+
 /**
  * Turns compiled policies plus a tracker into store calls, and store verdicts into public decisions.
  * Enforced policies are decided in one atomic store call (all or nothing); shadow policies in a second,
  * concurrent one, so a shadow rejection never stops an enforced policy from being charged.
  */
 export class RateLimitEngine {
-  /** Each recent tracker's keys, by key suffix: the same strings every request (see {@link StringMemo}). */
-  private readonly keys = new StringMemo((trackerPrefix) => new StringMemo((suffix) => trackerPrefix + suffix));
+  /**
+   * Each recent tracker's keys, by key suffix: the same strings every request (see {@link StringMemo}). Both
+   * levels are keyed by strings the library built, never by what a client sent: tracker prefixes (at most
+   * the module prefix plus 164 characters: long trackers are hashed) and the policies' key suffixes.
+   */
+  private readonly keys = new StringMemo(
+    (trackerPrefix) => new StringMemo((suffix) => trackerPrefix + suffix, undefined, OWN_KEYS),
+    undefined,
+    OWN_KEYS,
+  );
 
   constructor(
     readonly store: RateLimitStore,

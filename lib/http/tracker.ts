@@ -53,6 +53,8 @@ export function knownTracker(by: 'ip' | 'user' | undefined, source: TrackerSourc
  * The `ip:` tracker of a client address: `ip:<address>`, IPv6 grouped by `ipv6Subnet`, `ip:unknown` when
  * there is no address (the socket is gone). Remembered for recent addresses: a connection hands every one
  * of its requests the same address string, so the tracker (and its hash) is built once, not per request.
+ * Behind a trusted proxy the address comes from X-Forwarded-For, which the client writes: the memo keeps
+ * only its own copies of short strings (see {@link StringMemo}).
  */
 export class IpTrackers {
   private readonly trackers: StringMemo<string>;

@@ -42,7 +42,8 @@ export function trackerKeyPrefix(prefix: string, tracker: string): string {
 
 /**
  * {@link trackerKeyPrefix} under the module's `prefix` (default `rl`), remembered for recent trackers: a
- * client's prefix is encoded once, not on every request.
+ * client's prefix is encoded once, not on every request. Trackers longer than a {@link StringMemo} keeps
+ * (256 characters) are encoded on every request instead, so no client can make it hold large strings.
  */
 export function trackerKeyPrefixes(prefix = 'rl'): StringMemo<string> {
   return new StringMemo((tracker) => trackerKeyPrefix(prefix, tracker));

@@ -2,7 +2,7 @@
  * Tracker → key encoding: no client can pick a tracker that lands on another client's key, break the key
  * layout (`:`), or move the key to another cluster slot (`{`, `}`).
  */
-import { encodeTracker, trackerKeyPrefix } from '../../lib/utils/keys';
+import { encodeTracker, trackerKeyPrefix, trackerKeyPrefixes } from '../../lib/utils/keys';
 import { StringMemo } from '../../lib/utils/string-memo';
 
 /** The cluster hash tag of a key: the part between the first `{` and the next `}` (when non-empty). */
@@ -168,6 +168,15 @@ describe('StringMemo (tracker prefixes and keys remembered on the request path)'
     expect(memo.get(['ip', '10.0.0.1'].join(':'))).toBe(first);
     expect(memo.get('user:7')).toBe('rl:{user%3A7}:');
     expect(built).toEqual(['ip:10.0.0.1', 'user:7']);
+  });
+
+  test('trackerKeyPrefixes gives every tracker, remembered (up to 256 characters) or not, the prefix trackerKeyPrefix does', () => {
+    const prefixes = trackerKeyPrefixes('rl');
+    for (let round = 0; round < 2; round++) {
+      for (const tracker of [...TRICKY.filter((t) => t !== ''), ...LONG, 'x'.repeat(256), 'x'.repeat(257), ':'.repeat(256)]) {
+        expect([tracker, prefixes.get(tracker)]).toEqual([tracker, trackerKeyPrefix('rl', tracker)]);
+      }
+    }
   });
 
   test('bounded: when full it starts over, so a flood of distinct keys never holds more than maxSize', () => {

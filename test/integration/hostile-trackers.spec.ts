@@ -1,0 +1,222 @@
+/**
+ * Hostile trackers: whatever a client sends as its tracker (a header read by `by`, an X-Forwarded-For entry
+ * behind a trusted proxy, a key handed to RateLimiterService), the in-process caches on the request path
+ * keep only short strings of their own. Measured as heap retained after GC: 10,000 distinct 15 KB trackers
+ * (150 MB of tracker text), or 40-character trackers sliced out of 15 KB strings (which keep those strings
+ * alive if the slice itself is kept), must retain at most {@link ALLOWANCE} more than 10,000 plain
+ * 40-character trackers do (the store's own state for 10,000 clients).
+ */
+import { randomBytes } from 'node:crypto';
+import { Agent, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { Controller, Get, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import { RateLimit, RateLimitModule } from '../../lib';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { IpTrackers } from '../../lib/http/tracker';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimiterService } from '../../lib/rate-limiter.service';
+import { createStore } from '../../lib/stores/create-store';
+import { compilePolicy } from '../../lib/utils/compile-policy';
+import { trackerKeyPrefixes } from '../../lib/utils/keys';
+import { bootApp, type AdapterName } from '../e2e/harness';
+import { memoryHarness } from '../support/memory-harness';
+import { libraryClient, startRedis } from '../support/redis-server';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+const TRACKERS = 10_000;
+const LONG = 15_000;
+/** Heap a hostile run may retain beyond a plain run of as many trackers. Before the fix: ~150 MB. */
+const ALLOWANCE = 2 * 1024 * 1024;
+const POLICY: RateLimitPolicy = { algorithm: 'fixed-window', limit: 5, window: '1h' };
+
+/**
+ * Live memory after full collections, once two readings in a row agree (sweeping is concurrent): the heap
+ * plus external memory, where a large string can move when it is externalized.
+ */
+async function liveBytes(): Promise<number> {
+  let last = Infinity;
+  for (let i = 0; i < 10; i++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+    const { heapUsed: heap, external } = process.memoryUsage();
+    const used = heap + external;
+    if (Math.abs(last - used) < 64 * 1024) return used;
+    last = used;
+  }
+  return last;
+}
+
+/** A fresh, flat, distinct string of `length` characters (base64url: nothing to encode, only its length is hostile). */
+function junk(length: number): string {
+  return randomBytes(Math.ceil((length * 3) / 4))
+    .toString('base64url')
+    .slice(0, length);
+}
+
+/** The i-th tracker of each kind: 40 characters; 15 KB; 40 characters sliced out of a 15 KB string. */
+const KINDS = {
+  plain: (i: number) => `${i}-`.padEnd(40, 'p'),
+  long: () => junk(LONG),
+  sliced: (i: number) => `${i}-${junk(LONG)}`.slice(0, 40),
+} as const;
+type Kind = keyof typeof KINDS;
+
+const MB = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+/**
+ * Heap retained by `count` calls of a fresh `setup()` per kind, the i-th with tracker `KINDS[kind](i)` (each
+ * setup is kept alive until measured).
+ */
+async function retainedByKind(label: string, count: number, setup: () => (tracker: string) => unknown): Promise<Record<Kind, number>> {
+  const results = {} as Record<Kind, number>;
+  for (const kind of Object.keys(KINDS) as Kind[]) {
+    const run = setup();
+    const before = await liveBytes();
+    for (let i = 0; i < count; i++) await run(KINDS[kind](i));
+    results[kind] = (await liveBytes()) - before;
+    expect(run).toBeDefined(); // keeps `run` (and its state) reachable until measured
+  }
+  console.log(`${label}, ${count} trackers: ${(Object.keys(results) as Kind[]).map((k) => `${k} +${MB(results[k])}`).join(', ')}`);
+  return results;
+}
+
+describe('hostile trackers: in-process memory stays bounded whatever the tracker', () => {
+  it('RateLimiterService on the memory store: 10,000 keys of 15 KB, or sliced out of 15 KB, retain what 10,000 plain keys do', async () => {
+    const r = await retainedByKind('RateLimiterService.consume, memory store', TRACKERS, () => {
+      const { limiter } = memoryHarness();
+      return (key) => limiter.consume(POLICY, key);
+    });
+    expect(r.long).toBeLessThan(r.plain + ALLOWANCE);
+    expect(r.sliced).toBeLessThan(r.plain + ALLOWANCE);
+  }, 120_000);
+
+  it('the guard path (IpTrackers, the tracker key prefix memo, the engine) with hostile client addresses', async () => {
+    const compiled = compilePolicy(POLICY, new RateLimitAlgorithmRegistry(), 'test', 'route');
+    const requests = [{ compiled, params: compiled.staticParams!, cost: 1 }];
+    const r = await retainedByKind('IpTrackers + trackerKeyPrefixes + engine, memory store', TRACKERS, () => {
+      const ips = new IpTrackers(64);
+      const prefixes = trackerKeyPrefixes('rl');
+      const engine = new RateLimitEngine(memoryHarness().store);
+      return (address) => engine.decideNowOrLater(prefixes.get(ips.of(address)), requests, 'consume');
+    });
+    expect(r.long).toBeLessThan(r.plain + ALLOWANCE);
+    expect(r.sliced).toBeLessThan(r.plain + ALLOWANCE);
+  }, 120_000);
+
+  it('RateLimiterService on Redis: 1,000 keys of 100 KB retain what 1,000 plain keys do', async () => {
+    const redis = await startRedis();
+    const client = await libraryClient(redis.url);
+    const registry = new RateLimitAlgorithmRegistry();
+    const options = { redis: client, prefix: 'hostile', storeTimeoutMs: 2_000, onStoreError: 'fail-closed' as const };
+    const store = createStore(options, registry);
+    try {
+      const service = new RateLimiterService(new RateLimitEngine(store, options), registry, options);
+      const count = 1_000;
+      const before = await liveBytes();
+      for (let i = 0; i < count; i++) expect((await service.consume(POLICY, KINDS.plain(i))).reason).toBeUndefined();
+      const plain = (await liveBytes()) - before;
+      const mid = await liveBytes();
+      for (let i = 0; i < count; i++) expect((await service.consume(POLICY, junk(100_000))).reason).toBeUndefined();
+      const long = (await liveBytes()) - mid;
+      expect(service).toBeInstanceOf(RateLimiterService); // keeps the service (and its memos) reachable until measured
+      console.log(`RateLimiterService.consume, Redis, ${count} keys: plain +${MB(plain)}, 100 KB +${MB(long)}`);
+      expect(long).toBeLessThan(plain + ALLOWANCE);
+    } finally {
+      await store.close();
+      client.disconnect();
+      await redis.stop();
+    }
+  }, 120_000);
+});
+
+const apiKey = (context: ExecutionContext) => context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers['x-api-key'];
+
+@Controller()
+class HostileController {
+  @Get('by-key')
+  @RateLimit({ ...POLICY, by: apiKey })
+  byKey() {
+    return 'ok';
+  }
+
+  @Get('by-ip')
+  @RateLimit(POLICY)
+  byIp() {
+    return 'ok';
+  }
+}
+
+/** GETs `path` `count` times over 8 keep-alive connections, the i-th with `headersOf(i)`; the status codes. */
+async function hammer(port: number, path: string, count: number, headersOf: (i: number) => Record<string, string>): Promise<number[]> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 8 });
+  const statuses: number[] = [];
+  const one = (i: number) =>
+    new Promise<void>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path, agent, headers: headersOf(i) }, (res) => {
+        statuses.push(res.statusCode ?? 0);
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  try {
+    for (let i = 0; i < count; i += 8) await Promise.all(Array.from({ length: Math.min(8, count - i) }, (_, j) => one(i + j)));
+  } finally {
+    agent.destroy();
+  }
+  return statuses;
+}
+
+/**
+ * Fewer clients than a key memo holds (10,000), so none is forgotten on the way: each run measures the most
+ * the app's memos keep.
+ */
+const CLIENTS = 9_000;
+
+describe.each<AdapterName>(['express', 'fastify'])('hostile trackers through a real app on %s (memory store)', (adapter) => {
+  /** Heap a fresh app retains after `CLIENTS` GETs of `path`, the i-th with `headersOf(i)` (the app is kept alive until measured). */
+  async function retainedByApp(path: string, headersOf: (i: number) => Record<string, string>): Promise<number> {
+    const app: INestApplication = await bootApp({
+      adapter,
+      imports: [RateLimitModule.forRoot({ prefix: 'hostile' })],
+      controllers: [HostileController],
+      trustProxy: true,
+    });
+    try {
+      await app.listen(0, '127.0.0.1');
+      const { port } = app.getHttpServer().address() as AddressInfo;
+      await hammer(port, path, 50, () => headersOf(-1)); // warm-up: one client, allowed then limited
+      const before = await liveBytes();
+      expect(new Set(await hammer(port, path, CLIENTS, headersOf))).toEqual(new Set([200]));
+      return (await liveBytes()) - before;
+    } finally {
+      await app.close();
+    }
+  }
+
+  it.each<[string, string, (i: number) => string, (i: number) => string, (value: string) => Record<string, string>]>([
+    ['`by` reading a 15 KB X-Api-Key header', '/by-key', KINDS.plain, (i) => `${i}-${junk(LONG)}`, (v) => ({ 'x-api-key': v })],
+    [
+      'a trusted X-Forwarded-For whose client entry is a slice of a 15 KB header',
+      '/by-ip',
+      KINDS.plain,
+      (i) => `${KINDS.plain(i)}, ${junk(LONG)}`,
+      (v) => ({ 'x-forwarded-for': v }),
+    ],
+  ])(
+    '%s: 9,000 hostile clients retain what 9,000 plain ones do',
+    async (label, path, plain, hostile, headers) => {
+      const retainedPlain = await retainedByApp(path, (i) => headers(plain(i)));
+      const retainedHostile = await retainedByApp(path, (i) => headers(hostile(i)));
+      console.log(`${adapter}, ${label}, ${CLIENTS} clients: plain +${MB(retainedPlain)}, hostile +${MB(retainedHostile)}`);
+      expect(retainedHostile).toBeLessThan(retainedPlain + ALLOWANCE);
+    },
+    120_000,
+  );
+});
