@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Command, type Cluster, type Redis } from 'ioredis';
+import { Command, type Cluster, type Redis, type RedisOptions } from 'ioredis';
 import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { composeDecideScript } from './redis-scripts';
@@ -159,6 +159,14 @@ export class RedisStore implements RateLimitStore {
     });
   }
 
+  /**
+   * The Cluster master serving `key`'s slot, as ioredis names it (`host:port`, from its slot map); undefined on
+   * a standalone Redis, or while the slot map does not cover the slot. A failover changes it with the map.
+   */
+  nodeOf(key: string): string | undefined {
+    return this.client.isCluster ? (this.client as Cluster).slots[hashSlot(key)]?.[0] : undefined;
+  }
+
   /** Remembers the client's last connection error (its `error` event) for log lines; `undefined` once it is connected. */
   noteConnection(error: Error | undefined): void {
     this.lastConnectionError = error;
@@ -172,7 +180,11 @@ export class RedisStore implements RateLimitStore {
   }
 
   async close(): Promise<void> {
-    if (this.owned) await this.client.quit().catch(() => this.client.disconnect());
+    if (!this.owned) return;
+    // A Sentinel client's failover-detector connections close on disconnect() only (quit() leaves them open, and
+    // the process with them); any other client quits, so decisions in flight still get their replies.
+    if ((this.client.options as RedisOptions).sentinels?.length) this.client.disconnect();
+    else await this.client.quit().catch(() => this.client.disconnect());
   }
 
   /**
@@ -272,6 +284,60 @@ export class RedisStore implements RateLimitStore {
     }
     return cause;
   }
+}
+
+/** CRC16-XMODEM (polynomial 0x1021), the checksum Redis Cluster hashes keys with. */
+const CRC16_TABLE = Uint16Array.from({ length: 256 }, (_, byte) => {
+  let crc = byte << 8;
+  for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1;
+  return crc & 0xffff;
+});
+
+function crc16(crc: number, byte: number): number {
+  return ((crc << 8) ^ CRC16_TABLE[((crc >> 8) ^ byte) & 0xff]) & 0xffff;
+}
+
+/**
+ * The Redis Cluster slot of `key`: CRC16 of its hash tag (what lies between the first `{` and the next `}`,
+ * when not empty) or of the whole key, over the UTF-8 bytes ioredis sends (a lone surrogate as U+FFFD), mod
+ * 16384. Computed on the string, without encoding it: it is on every Cluster decision's path.
+ */
+function hashSlot(key: string): number {
+  let from = 0;
+  let to = key.length;
+  const open = key.indexOf('{');
+  if (open !== -1) {
+    const close = key.indexOf('}', open + 1);
+    if (close > open + 1) {
+      from = open + 1;
+      to = close;
+    }
+  }
+  let crc = 0;
+  for (let i = from; i < to; i++) {
+    let code = key.charCodeAt(i);
+    if (code < 0x80) {
+      crc = crc16(crc, code);
+      continue;
+    }
+    if (code < 0x800) {
+      crc = crc16(crc16(crc, 0xc0 | (code >> 6)), 0x80 | (code & 0x3f));
+      continue;
+    }
+    if (code >= 0xd800 && code <= 0xdfff) {
+      const low = i + 1 < to ? key.charCodeAt(i + 1) : 0;
+      if (code <= 0xdbff && low >= 0xdc00 && low <= 0xdfff) {
+        code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
+        i++;
+        crc = crc16(crc16(crc, 0xf0 | (code >> 18)), 0x80 | ((code >> 12) & 0x3f));
+        crc = crc16(crc16(crc, 0x80 | ((code >> 6) & 0x3f)), 0x80 | (code & 0x3f));
+        continue;
+      }
+      code = 0xfffd;
+    }
+    crc = crc16(crc16(crc16(crc, 0xe0 | (code >> 12)), 0x80 | ((code >> 6) & 0x3f)), 0x80 | (code & 0x3f));
+  }
+  return crc & 0x3fff;
 }
 
 /**

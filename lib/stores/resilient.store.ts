@@ -21,6 +21,12 @@ export interface ResilientStoreOptions {
   name?: string;
   /** Why the primary store cannot be reached, when it knows (its client's last connection error). */
   connectionError?: () => Error | undefined;
+  /**
+   * Which part of the primary store holds a key (for a Redis Cluster, the master serving its slot), so that a
+   * failure opens the circuit for that part's keys only and the others keep deciding with the store. Absent,
+   * or `undefined` for a key: one circuit for the whole store.
+   */
+  shardOf?: (key: string) => string | undefined;
   /** Time source, ms. */
   clock?: () => number;
 }
@@ -40,7 +46,8 @@ function rethrow(error: unknown): never {
  * Keeps a slow or failing store from taking requests down with it. Every decision has a deadline; a
  * failure or a missed deadline opens a short circuit during which decisions do not wait for the store at
  * all, then the next decision tries it again (so recovery is automatic). Meanwhile each call's `fallback`
- * decides: allow, reject, or the in-process insurance store with a share of the limit.
+ * decides: allow, reject, or the in-process insurance store with a share of the limit. With `shardOf` (a Redis
+ * Cluster), each master has its own circuit: one master's outage sends only its keys to the fallback.
  *
  * One shared timer enforces deadlines (none per request), and only while decisions are in flight. An outage
  * is logged when it begins (at most once per `logIntervalMs`, naming the store and the cause) and, once
@@ -49,13 +56,20 @@ function rethrow(error: unknown): never {
 export class ResilientStore implements RateLimitStore {
   private readonly logger = new Logger('RateLimit');
   private readonly insurance: MemoryStore;
+  /** Calls a fallback answered: they took nothing from the primary store, so their refunds never go there. */
+  private readonly answeredLocally = new WeakSet<RateLimitCall>();
   private readonly pending: Pending[] = [];
   private ticker: NodeJS.Timeout | undefined;
+  /** Until when decisions skip the whole store (or, with `shardOf`, the keys of no known shard). */
   private openUntil = 0;
+  /** The same per shard (`shardOf`): one entry per shard that ever failed, so a handful. */
+  private readonly shardOpenUntil = new Map<string, number>();
   private lastLog = -Infinity;
   private suppressed = 0;
   /** When the current outage began (a failure, or no connection at startup); undefined while the store answers. */
   private downSince: number | undefined;
+  /** A key whose failure began the current outage; whichever shard serves it now answering ends the outage. */
+  private downKey: string | undefined;
   /** Whether a warning reported the current outage, so its end is reported too (once). */
   private reported = false;
   private readonly clock: () => number;
@@ -69,21 +83,36 @@ export class ResilientStore implements RateLimitStore {
   }
 
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
-    if (this.clock() < this.openUntil) return Promise.resolve(this.fallback(calls, mode));
-    return this.withDeadline(this.primary.decide(calls, mode), (error) => {
-      this.failed(error);
-      return this.fallback(calls, mode);
-    });
+    // All keys of one decision share a hash tag, so its first key's shard is the decision's.
+    const key = calls[0]?.stateKey;
+    const shard = this.shardOf(key);
+    if (this.isOpen(shard)) return Promise.resolve(this.fallback(calls, mode));
+    return this.withDeadline(
+      this.primary.decide(calls, mode),
+      (error) => {
+        this.failed(error, shard, key);
+        return this.fallback(calls, mode);
+      },
+      shard,
+    );
   }
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
-    return this.clock() < this.openUntil ? this.fallback(calls, mode) : undefined;
+    return this.isOpen(this.shardOf(calls[0]?.stateKey)) ? this.fallback(calls, mode) : undefined;
   }
 
+  /**
+   * Gives back only what was taken, where it was taken: a call the primary store decided, to it; a call the
+   * fallback answered took nothing there (`fail-open`, `fail-closed`) or only from the insurance store
+   * (`insurance`): giving it back to the primary would erase a real count there, and a lease release would
+   * only wait out its deadline against a store that is down.
+   */
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
-    await this.bestEffort(() => this.primary.refund(calls));
-    if (calls.some((c) => c.fallback === 'insurance')) await this.insurance.refund(calls);
+    const primary = calls.filter((c) => !this.answeredLocally.has(c));
+    const insured = calls.filter((c) => c.fallback === 'insurance' && this.answeredLocally.has(c));
+    if (primary.length > 0) await this.bestEffort(() => this.primary.refund(primary));
+    if (insured.length > 0) await this.insurance.refund(insured.map((c) => this.insuredCall(c)));
   }
 
   async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
@@ -134,9 +163,10 @@ export class ResilientStore implements RateLimitStore {
 
   /**
    * `work`'s result when it settles within `timeoutMs`; otherwise, or when it fails, what `recover` makes of
-   * the error (rethrowing by default). One promise per call: it is on every decision's path.
+   * the error (rethrowing by default). One promise per call: it is on every decision's path. `shard`: the
+   * shard the call went to, when known (see {@link answered}).
    */
-  private withDeadline<T>(work: Promise<T>, recover: (error: unknown) => T = rethrow): Promise<T> {
+  private withDeadline<T>(work: Promise<T>, recover: (error: unknown) => T = rethrow, shard?: string): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const entry: Pending = {
         deadline: this.clock() + this.options.timeoutMs,
@@ -155,7 +185,7 @@ export class ResilientStore implements RateLimitStore {
         (value) => {
           if (entry.settled) return;
           entry.settled = true;
-          if (this.downSince !== undefined) this.answered(entry.deadline - this.options.timeoutMs);
+          if (this.downSince !== undefined) this.answered(entry.deadline - this.options.timeoutMs, shard);
           resolve(value);
         },
         (error: unknown) => {
@@ -188,18 +218,34 @@ export class ResilientStore implements RateLimitStore {
     this.ticker.unref();
   }
 
-  private failed(error: unknown): void {
+  /** The shard holding `key` (`shardOf`); undefined without `shardOf`, or for a key of no known shard. */
+  private shardOf(key: string | undefined): string | undefined {
+    return key === undefined ? undefined : this.options.shardOf?.(key);
+  }
+
+  /** Whether decisions for the shard (undefined: the whole store) skip the store for now. */
+  private isOpen(shard: string | undefined): boolean {
+    return this.clock() < (shard === undefined ? this.openUntil : (this.shardOpenUntil.get(shard) ?? 0));
+  }
+
+  /** Opens the circuit of the shard that failed (of the whole store when unknown), and reports the outage. */
+  private failed(error: unknown, shard?: string, key?: string): void {
     const err = error instanceof Error ? error : new Error(String(error));
     const now = this.clock();
-    this.openUntil = now + this.options.retryAfterFailureMs;
+    if (shard === undefined) this.openUntil = now + this.options.retryAfterFailureMs;
+    else this.shardOpenUntil.set(shard, now + this.options.retryAfterFailureMs);
     this.options.onError?.(err);
-    this.downSince ??= now;
+    if (this.downSince === undefined) {
+      this.downSince = now;
+      this.downKey = shard === undefined ? undefined : key;
+    }
     if (now - this.lastLog < this.options.logIntervalMs) {
       this.suppressed++;
       return;
     }
     const more = this.suppressed > 0 ? ` (${this.suppressed} more failures since the last report)` : '';
-    this.warn(`${this.unavailable(err)}${more}. Deciding with each policy's onStoreError until it answers again.`, now);
+    const what = shard === undefined ? '' : ' its keys';
+    this.warn(`${this.unavailable(err, shard)}${more}. Deciding${what} with each policy's onStoreError until it answers again.`, now);
   }
 
   private warn(line: string, now: number): void {
@@ -210,30 +256,36 @@ export class ResilientStore implements RateLimitStore {
   }
 
   /** What is wrong, naming the store: its last connection error when it has one, else the failure itself. */
-  private unavailable(failure: Error): string {
+  private unavailable(failure: Error, shard?: string): string {
     const { name, connectionError } = this.options;
-    if (name === undefined) return `Rate-limit store unavailable: ${failure.message}`;
+    const node = shard === undefined ? '' : ` node ${shard}`;
+    if (name === undefined) return `Rate-limit store${node} unavailable: ${failure.message}`;
     const cause = connectionError?.();
-    return cause ? `${name} is not reachable: ${describeCause(cause)}` : `${name} is unavailable: ${describeCause(failure)}`;
+    return cause ? `${name} is not reachable: ${describeCause(cause)}` : `${name}${node} is unavailable: ${describeCause(failure)}`;
   }
 
   /**
    * A call made during an outage succeeded: the outage is over. Its end is logged once, and only when its
    * start was (a warning suppressed by `logIntervalMs` gets no recovery line either, so both stay rate-limited).
+   * When one shard's failure began it, only that shard's keys answering end it: the shard now serving the
+   * failed key (after a failover, another node), not the healthy ones that answered all along.
    */
-  private answered(callStarted: number): void {
+  private answered(callStarted: number, shard: string | undefined): void {
     const since = this.downSince!;
     // A call sent before the outage began says nothing about the store now.
     if (callStarted < since) return;
+    if (this.downKey !== undefined && (shard === undefined || shard !== this.shardOf(this.downKey))) return;
     if (this.reported) {
       const seconds = ((this.clock() - since) / 1000).toFixed(1);
       this.logger.log(`${this.options.name ?? 'The rate-limit store'} is answering again after ${seconds} s.`);
     }
     this.downSince = undefined;
+    this.downKey = undefined;
     this.reported = false;
   }
 
   private fallback(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
+    for (const call of calls) this.answeredLocally.add(call);
     const insured = calls.filter((c) => c.fallback === 'insurance').map((c) => this.insuredCall(c));
     // A fail-closed call rejects the request, so the insurance store must not charge the others.
     const localMode = calls.some((c) => c.fallback === 'fail-closed') ? 'peek' : mode;

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,11 +33,14 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `redis-server` on a free port and waits until it answers PING. */
-export async function startRedis(extraArgs: string[] = [], port?: number): Promise<RedisProcess> {
+/**
+ * Starts `redis-server` on a free port and waits until it answers PING.
+ * @param configFile contents of a config file to start from (a sentinel needs one: see {@link startRedisSentinel}).
+ */
+export async function startRedis(extraArgs: string[] = [], port?: number, configFile?: string): Promise<RedisProcess> {
   const chosen = port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'rl-redis-'));
-  let child = await launch(chosen, dir, extraArgs);
+  let child = await launch(chosen, dir, extraArgs, configFile);
   const handle: RedisProcess = {
     port: chosen,
     url: `redis://127.0.0.1:${chosen}`,
@@ -55,30 +58,48 @@ export async function startRedis(extraArgs: string[] = [], port?: number): Promi
       rmSync(dir, { recursive: true, force: true });
     },
     restart: async () => {
-      child = await launch(chosen, dir, extraArgs);
+      child = await launch(chosen, dir, extraArgs, configFile);
     },
   };
   return handle;
 }
 
-async function launch(port: number, dir: string, extraArgs: string[]): Promise<ChildProcess> {
+async function launch(port: number, dir: string, extraArgs: string[], configFile?: string): Promise<ChildProcess> {
   mkdirSync(dir, { recursive: true });
+  // A sentinel reads its monitoring setup from a config file (the first argument), which it rewrites with what it
+  // learns: written once, not over the sentinel's own version.
+  const configPath = join(dir, 'redis.conf');
+  if (configFile !== undefined && !existsSync(configPath)) writeFileSync(configPath, configFile);
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs],
+    [
+      ...(configFile !== undefined ? [configPath] : []),
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      ...extraArgs,
+    ],
     { stdio: 'ignore' },
   );
-  const probe = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  // Refused connections while the server boots are expected: the loop below retries them.
-  probe.on('error', () => undefined);
   for (let attempt = 0; attempt < 100; attempt++) {
+    const probe = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    // Refused connections while the server boots are expected: the loop retries them.
+    probe.on('error', () => undefined);
     try {
       await probe.connect();
       await probe.ping();
       probe.disconnect();
       return child;
     } catch {
-      probe.disconnect();
+      // A probe that never connected has ended already; disconnect() would leave ioredis's 2 s disconnect timer behind.
+      if (probe.status !== 'end') probe.disconnect();
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -86,44 +107,74 @@ async function launch(port: number, dir: string, extraArgs: string[]): Promise<C
   throw new Error(`redis-server did not answer on port ${port}; is redis-server installed (apt-get install redis-server)?`);
 }
 
-/** A real 3-master Redis Cluster on free ports, created with `redis-cli --cluster create`. */
+/** A real Redis Cluster on free ports, created with `redis-cli --cluster create`. */
 export interface RedisClusterProcess {
   nodes: RedisProcess[];
+  /** The nodes created as masters, and as their replicas (roles at creation; a failover swaps them). */
+  masters: RedisProcess[];
+  replicas: RedisProcess[];
   /** Seed addresses for `new Cluster(...)`. */
   startupNodes: Array<{ host: string; port: number }>;
   client(): Cluster;
   stop(): Promise<void>;
 }
 
-export async function startRedisCluster(masters = 3): Promise<RedisClusterProcess> {
+/** Options of {@link startRedisCluster}. */
+export interface RedisClusterOptions {
+  /** Replicas per master (`--cluster-replicas`). @default 0 */
+  replicas?: number;
+  /** `cluster-node-timeout`, ms: how long a master may be unreachable before its replica takes over. @default 2000 */
+  nodeTimeoutMs?: number;
+  /** More arguments for every node (e.g. `['--cluster-require-full-coverage', 'no']`). */
+  serverArgs?: string[];
+}
+
+/** A real Redis Cluster of `masters` masters (3 by default) and, with `options.replicas`, their replicas. */
+export async function startRedisCluster(masters = 3, options: RedisClusterOptions = {}): Promise<RedisClusterProcess> {
+  const { replicas = 0, nodeTimeoutMs = 2_000, serverArgs = [] } = options;
+  const total = masters * (1 + replicas);
   const nodes: RedisProcess[] = [];
   const stop = async () => {
     await Promise.all(nodes.map((n) => n.stop(true)));
   };
+  const roles: { masters: RedisProcess[]; replicas: RedisProcess[] } = { masters: [], replicas: [] };
   try {
-    for (let i = 0; i < masters; i++) {
+    for (let i = 0; i < total; i++) {
       nodes.push(
-        await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000']),
+        await startRedis([
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          `nodes-${i}.conf`,
+          '--cluster-node-timeout',
+          String(nodeTimeoutMs),
+          ...serverArgs,
+        ]),
       );
     }
     const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
-    const created = spawnSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], {
+    const created = spawnSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes'], {
       encoding: 'utf8',
       timeout: 30_000,
     });
     if (created.status !== 0)
       throw new Error(`redis-cli --cluster create failed: ${created.error?.message ?? ''}${created.stderr || created.stdout}`);
-    // Wait until every node agrees the cluster is ok and knows every master.
+    // Wait until every node agrees the cluster is ok and knows every node, and every replica is in sync.
     for (const node of nodes) {
       const probe = new Redis({ port: node.port, maxRetriesPerRequest: 1 });
       try {
-        let ok = false;
-        for (let attempt = 0; attempt < 200 && !ok; attempt++) {
+        const ready = await waitFor(async () => {
           const info = String(await probe.cluster('INFO'));
-          ok = info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}`);
-          if (!ok) await new Promise((r) => setTimeout(r, 50));
-        }
-        if (!ok) throw new Error(`cluster node ${node.port} did not reach cluster_state:ok with ${masters} known nodes within 10 s`);
+          if (!info.includes('cluster_state:ok') || !info.includes(`cluster_known_nodes:${total}\r`)) return false;
+          const replication = await probe.info('replication');
+          return replication.includes('role:master') || replication.includes('master_link_status:up');
+        }, 20_000);
+        if (!ready)
+          throw new Error(
+            `cluster node ${node.port} did not reach cluster_state:ok with ${total} known nodes (replicas in sync) within 20 s`,
+          );
+        const role = await probe.info('replication');
+        (role.includes('role:master') ? roles.masters : roles.replicas).push(node);
       } finally {
         probe.disconnect();
       }
@@ -135,10 +186,132 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterProces
   const startupNodes = nodes.map((n) => ({ host: '127.0.0.1', port: n.port }));
   return {
     nodes,
+    ...roles,
     startupNodes,
     client: () => new Cluster(startupNodes, { redisOptions: { maxRetriesPerRequest: 1 } }),
     stop,
   };
+}
+
+/** Polls `check` every 50 ms until it is true (true) or `limitMs` has passed (false); errors count as false. */
+async function waitFor(check: () => Promise<boolean>, limitMs: number): Promise<boolean> {
+  const started = Date.now();
+  while (Date.now() - started < limitMs) {
+    if (await check().catch(() => false)) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
+
+/** A Redis master, its replicas and the sentinels monitoring them, on free ports. */
+export interface RedisSentinelProcess {
+  /** The master name the sentinels monitor (ioredis `name`). */
+  name: string;
+  /** The master at startup (a failover makes one of the replicas master). */
+  master: RedisProcess;
+  replicas: RedisProcess[];
+  sentinels: RedisProcess[];
+  /** Addresses for ioredis `sentinels`. */
+  sentinelAddresses: Array<{ host: string; port: number }>;
+  /** Every server by port, whatever its role now. */
+  byPort(port: number): RedisProcess;
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startRedisSentinel}. */
+export interface RedisSentinelOptions {
+  /** @default 'mymaster' */
+  name?: string;
+  /** @default 1 */
+  replicas?: number;
+  /** @default 3 */
+  sentinels?: number;
+  /** Sentinels that must agree the master is down before a failover. @default 2 */
+  quorum?: number;
+  /** `down-after-milliseconds`. @default 1000 */
+  downAfterMs?: number;
+  /** `failover-timeout`, ms. @default 5000 */
+  failoverTimeoutMs?: number;
+  /** More arguments for the master and the replicas (e.g. `['--min-replicas-to-write', '1']`). */
+  serverArgs?: string[];
+}
+
+/**
+ * A real Sentinel setup: a master, `replicas` replicas (`--replicaof`) and `sentinels` sentinels
+ * (`redis-server <conf> --sentinel`). Resolves once every replica is in sync and every sentinel knows every
+ * replica and every other sentinel, so `SENTINEL FAILOVER` can promote at once.
+ */
+export async function startRedisSentinel(options: RedisSentinelOptions = {}): Promise<RedisSentinelProcess> {
+  const {
+    name = 'mymaster',
+    replicas = 1,
+    sentinels = 3,
+    quorum = 2,
+    downAfterMs = 1_000,
+    failoverTimeoutMs = 5_000,
+    serverArgs = [],
+  } = options;
+  const servers: RedisProcess[] = [];
+  const stop = async () => {
+    // Sentinels first, so none reconfigures the servers while they go down.
+    await Promise.all(servers.filter((s) => started.sentinels.includes(s)).map((s) => s.stop(true)));
+    await Promise.all(servers.map((s) => s.stop(true)));
+  };
+  const started = { sentinels: [] as RedisProcess[], replicas: [] as RedisProcess[] };
+  try {
+    const master = await startRedis(serverArgs);
+    servers.push(master);
+    for (let i = 0; i < replicas; i++) {
+      const replica = await startRedis(['--replicaof', '127.0.0.1', String(master.port), ...serverArgs]);
+      servers.push(replica);
+      started.replicas.push(replica);
+    }
+    const config = [
+      `sentinel monitor ${name} 127.0.0.1 ${master.port} ${quorum}`,
+      `sentinel down-after-milliseconds ${name} ${downAfterMs}`,
+      `sentinel failover-timeout ${name} ${failoverTimeoutMs}`,
+      '',
+    ].join('\n');
+    for (let i = 0; i < sentinels; i++) {
+      const sentinel = await startRedis(['--sentinel'], undefined, config);
+      servers.push(sentinel);
+      started.sentinels.push(sentinel);
+    }
+    for (const sentinel of started.sentinels) {
+      const probe = new Redis({ port: sentinel.port, maxRetriesPerRequest: 1 });
+      try {
+        const ready = await waitFor(async () => {
+          const known = (await probe.call('SENTINEL', 'REPLICAS', name)) as string[][];
+          const inSync = known.filter((fields) => {
+            const info = Object.fromEntries(fields.flatMap((v, i) => (i % 2 === 0 ? [[v, fields[i + 1]]] : [])));
+            return info.flags === 'slave' && info['master-link-status'] === 'ok';
+          });
+          const peers = (await probe.call('SENTINEL', 'SENTINELS', name)) as unknown[];
+          return inSync.length === replicas && peers.length === sentinels - 1;
+        }, 20_000);
+        if (!ready)
+          throw new Error(`sentinel ${sentinel.port} did not learn ${replicas} replicas and ${sentinels - 1} other sentinels within 20 s`);
+      } finally {
+        probe.disconnect();
+      }
+    }
+    return {
+      name,
+      master,
+      replicas: started.replicas,
+      sentinels: started.sentinels,
+      sentinelAddresses: started.sentinels.map((s) => ({ host: '127.0.0.1', port: s.port })),
+      byPort: (port) => {
+        const found = servers.find((s) => s.port === port);
+        if (!found) throw new Error(`no server of this setup listens on ${port}`);
+        return found;
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
 }
 
 /**
