@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitContexts } from './contexts/create-context';
 import type { RateLimitContextAdapter } from './contexts/rate-limit-context';
 import { retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
@@ -8,15 +8,18 @@ import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitEngine } from './rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
-import { decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
+import { charged, decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
+import { UserFunctionDeadlines } from './routes/user-function-deadlines';
 import type { RateLimitCall } from './stores/store.interface';
 import { trackerKeyPrefixes } from './utils/keys';
 import type { StringMemo } from './utils/string-memo';
 
 /** Store warnings on the request path are logged at most this often. */
 const WARN_INTERVAL_MS = 10_000;
+/** `storeTimeoutMs`'s default (see create-store). */
+const DEFAULT_TIMEOUT_MS = 100;
 
 /**
  * Applies the handler's policies to every call: controllers, GraphQL resolvers, WebSocket gateways and
@@ -24,14 +27,17 @@ const WARN_INTERVAL_MS = 10_000;
  * `registerGuard: false`, then use `@UseGuards(RateLimitGuard)`). Over HTTP and GraphQL it rejects with a
  * `RateLimitExceededException` (429) or, when the store is down and `onStoreError` is `'fail-closed'`, a
  * `RateLimitStoreUnavailableException` (503); gateways get a `WsException` and microservices an
- * `RpcException` carrying the same status, message and `retryAfter`.
+ * `RpcException` carrying the same status, message and `retryAfter`. A policy function (`by`, `limit`,
+ * `window`, `cost`) whose promise has not settled within `storeTimeoutMs` fails the call (HTTP 500, the
+ * error naming the policy and the function), and what the call had already taken is given back.
  */
 @Injectable()
-export class RateLimitGuard implements CanActivate {
+export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly logger = new Logger('RateLimitGuard');
   private readonly trackerPrefixes: StringMemo<string>;
   private readonly ips: IpTrackers;
   private readonly contexts: RateLimitContexts;
+  private readonly deadlines: UserFunctionDeadlines;
   private lastWarnAt = -Infinity;
 
   constructor(
@@ -43,6 +49,7 @@ export class RateLimitGuard implements CanActivate {
     this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     this.contexts = new RateLimitContexts(options);
+    this.deadlines = new UserFunctionDeadlines(options.storeTimeoutMs ?? DEFAULT_TIMEOUT_MS);
   }
 
   /**
@@ -63,6 +70,7 @@ export class RateLimitGuard implements CanActivate {
       engine: this.engine,
       trackerPrefixes: this.trackerPrefixes,
       ips: this.ips,
+      deadlines: this.deadlines,
     });
     if (outcome instanceof Promise) return outcome.then((o) => this.conclude(caller, plan, o));
     return this.conclude(caller, plan, outcome);
@@ -90,9 +98,16 @@ export class RateLimitGuard implements CanActivate {
     return call.rejected({ message: `${message}: ${why}.`, retryAfter: null, decisions });
   }
 
+  /** A call still waiting for a policy function is failed now (its deadline's ticker stops). */
+  onApplicationShutdown(): void {
+    this.deadlines.close();
+  }
+
   /**
    * After the response, refunds outcomes `countOnly` does not count and releases `concurrency` leases
-   * (only where the call has an end signal: HTTP, GraphQL over HTTP).
+   * (only where the call has an end signal: HTTP, GraphQL over HTTP); a lease is held until the handler has
+   * settled too. Only what the store {@link charged} is given back: a fallback's answer during an outage
+   * took nothing from Redis, and giving it back there would erase real counts.
    */
   private settleOnEnd(call: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
     call.onEnd(({ statusCode, aborted }) => {
@@ -102,10 +117,10 @@ export class RateLimitGuard implements CanActivate {
         const { countOnly } = compiled.policy;
         const giveBack =
           compiled.algorithm.name === 'concurrency' || (countOnly === 'failed' && !failed) || (countOnly === 'succeeded' && failed);
-        if (giveBack && outcome.decisions[i].allowed) calls.push(outcome.calls[i]);
+        if (giveBack && charged(outcome.decisions[i], outcome.calls[i])) calls.push(outcome.calls[i]);
       });
       if (calls.length > 0) this.engine.refund(calls).catch((error: unknown) => this.warnStore(error));
-    });
+    }, plan.holdsLeases);
   }
 
   /** How long to hold the request: the longest `leaky-bucket` delay among enforced policies (shaping). */

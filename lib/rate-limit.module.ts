@@ -14,6 +14,7 @@ import {
   type RateLimitModuleExtras,
 } from './rate-limit.module-definition';
 import { RateLimiterService } from './rate-limiter.service';
+import { RateLimitLeaseRoutes } from './routes/lease-routes';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import { createStore } from './stores/create-store';
 import { describeStore } from './stores/store-description';
@@ -67,6 +68,8 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
     },
     RateLimiterService,
     RateLimitRouteRegistry,
+    // Before Nest builds its routes: lease routes get the interceptor that sees their handler settle.
+    RateLimitLeaseRoutes,
     RateLimitHolds,
     RateLimitGuard,
     {

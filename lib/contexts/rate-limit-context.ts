@@ -28,8 +28,12 @@ export interface RateLimitCallOutcome {
 export interface RateLimitContextAdapter extends TrackerSource, HeaderSink {
   /** Marks the call as decided; false when it already was (the guard applied both globally and locally). */
   claim(): boolean;
-  /** Calls `listener` once when the call is over; never where the transport has no such signal (ws, rpc). */
-  onEnd(listener: (outcome: RateLimitCallOutcome) => void): void;
+  /**
+   * Calls `listener` once when the call is over; never where the transport has no such signal (ws, rpc).
+   * With `untilHandlerSettles` (routes holding `concurrency` leases), not before the handler has settled
+   * either, where the call can tell (HTTP controllers; a GraphQL call ends with its HTTP response).
+   */
+  onEnd(listener: (outcome: RateLimitCallOutcome) => void, untilHandlerSettles?: boolean): void;
   /** The error the call is rejected with (setting `Retry-After` where there is an HTTP response). */
   rejected(rejection: RateLimitRejection): Error;
   /** The error when the store failed and the policy is `fail-closed`. */

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { StringMemo } from '../utils/string-memo';
+import { HandlerSettlement } from './handler-settlement';
 
 /** Set on a request once a rate-limit guard has decided it. */
 const CLAIMED = Symbol('nestjs-redis-ratelimit:claimed');
@@ -67,14 +68,17 @@ export class HttpExchange {
 
   /**
    * Calls `listener` once when the response is over, however it ends: sent, an error response, or the
-   * client going away (`aborted` true when the response never finished).
+   * client going away (`aborted` true when the response never finished). With `untilHandlerSettles`, not
+   * before the handler has settled either (see {@link HandlerSettlement}): a client going away does not stop
+   * the handler, and a `concurrency` lease must last as long as its work.
    */
-  onEnd(listener: (outcome: { statusCode: number; aborted: boolean }) => void): void {
+  onEnd(listener: (outcome: { statusCode: number; aborted: boolean }) => void, untilHandlerSettles = false): void {
     const raw = this.raw;
     const report = () => listener({ statusCode: raw.statusCode, aborted: !raw.writableFinished });
+    const ended = untilHandlerSettles ? HandlerSettlement.attach(this.request, report) : report;
     // The client may have gone while the guard was deciding: 'close' has then already been emitted.
-    if (raw.closed) process.nextTick(report);
-    else raw.once('close', report);
+    if (raw.closed) process.nextTick(ended);
+    else raw.once('close', ended);
   }
 }
 

@@ -66,7 +66,9 @@ export interface RateLimitModuleOptions {
    */
   onStoreError?: RateLimitStoreErrorMode;
   /**
-   * Deadline for one decision against the store, in ms.
+   * Deadline for one decision against the store, in ms. It also bounds a policy's own functions (`by`,
+   * `limit`, `window`, `cost`) when they return a promise: one still pending after this long fails the request
+   * (HTTP 500, the error naming the route, the policy and the function) and gives back what it had taken.
    * @default 100
    */
   storeTimeoutMs?: number;

@@ -20,13 +20,17 @@ export type RateLimitAlgorithmName = (typeof RATE_LIMIT_ALGORITHMS)[number];
  */
 export type Duration = number | `${number}${'ms' | 's' | 'm' | 'h' | 'd'}`;
 
-/** A value fixed in the policy, or computed per request (plan tiers, per-route costs). */
+/**
+ * A value fixed in the policy, or computed per request (plan tiers, per-route costs). A promise that has not
+ * settled within `storeTimeoutMs` fails the request.
+ */
 export type ContextValue<T> = T | ((context: ExecutionContext) => T | Promise<T>);
 
 /**
  * Whose quota a request draws from: the client IP (`'ip'`), the authenticated user (`'user'`, falling back
  * to the IP), or any string computed from the execution context (an API key, a tenant id, …); a function
- * returning `undefined` (or `''`) falls back to the client IP.
+ * returning `undefined` (or `''`) falls back to the client IP. A promise that has not settled within
+ * `storeTimeoutMs` fails the request.
  */
 export type RateLimitTracker = 'ip' | 'user' | ((context: ExecutionContext) => string | undefined | Promise<string | undefined>);
 
@@ -39,7 +43,11 @@ export interface RateLimitPolicy {
   algorithm: RateLimitAlgorithmName;
   /** Requests (units) per window; for `concurrency`, simultaneous leases. Integer ≥ 1. */
   limit: ContextValue<number>;
-  /** Window length; for `concurrency`, how long a lease lives if it is never released. */
+  /**
+   * Window length; for `concurrency`, how long a lease lives if it is never released. A route's lease is
+   * released once its handler has settled and its response is over (a client that aborts does not free it
+   * early); a handler still running after `window` has lost its lease, and another request may take it.
+   */
   window: ContextValue<Duration>;
   /**
    * Policy name, used in keys and in the `RateLimit` headers; unique on a route.

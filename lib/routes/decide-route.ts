@@ -5,6 +5,7 @@ import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../rate-lim
 import type { RateLimitCall } from '../stores/store.interface';
 import type { StringMemo } from '../utils/string-memo';
 import type { RoutePlan, TrackerGroup } from './route-plan';
+import type { UserFunctionDeadlines } from './user-function-deadlines';
 
 /** What one request needs to be decided against its route's plan. */
 export interface RouteDecisionInput {
@@ -17,6 +18,8 @@ export interface RouteDecisionInput {
   trackerPrefixes: StringMemo<string>;
   /** `ip:` trackers of recent client addresses. */
   ips: IpTrackers;
+  /** Bounds the policies' own functions (`by`, `limit`, `window`, `cost`) that return a promise. */
+  deadlines: UserFunctionDeadlines;
 }
 
 /** The decision of every policy of a route; arrays are aligned with `plan.policies`. */
@@ -29,6 +32,15 @@ export interface RouteOutcome {
   policyHeader: string;
   /** The tracker each policy was decided for; one string when they all were decided for the same one. */
   trackers: string | string[];
+}
+
+/**
+ * Whether the store charged what `decision` allowed, so that a refund or a release may give it back. An answer
+ * of the `fail-open` fallback took nothing anywhere; one of the `insurance` fallback took from the in-process
+ * insurance store (and the store gives it back there, never to Redis).
+ */
+export function charged(decision: RateLimitDecision, call: RateLimitCall): boolean {
+  return decision.allowed && (decision.reason !== 'store-unavailable' || call.fallback === 'insurance');
 }
 
 /** The tracker policy `i` of `outcome` was decided for. */
@@ -78,7 +90,8 @@ async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
   const results = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failure) {
-    // A tracker or limit function threw: the request fails, so it must not cost the other groups anything.
+    // A tracker or limit function threw or missed its deadline: the request fails, so it must not cost the
+    // other groups anything.
     await refundCharged(results, input.engine);
     throw failure.reason;
   }
@@ -89,11 +102,13 @@ async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
 
 async function decideGroup(
   group: TrackerGroup,
-  { plan, context, caller, engine, trackerPrefixes, ips }: RouteDecisionInput,
+  { plan, context, caller, engine, trackerPrefixes, ips, deadlines }: RouteDecisionInput,
 ): Promise<GroupResult> {
+  const { by } = group;
+  const bounded = typeof by === 'function' ? () => deadlines.bound(by(context), () => plan.policies[group.indexes[0]].describe('by')) : by;
   const [tracker, requests] = await Promise.all([
-    resolveTracker(group.by, context, caller, ips),
-    group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context))),
+    resolveTracker(bounded, context, caller, ips),
+    group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context, deadlines))),
   ]);
   const result = await engine.decide(trackerPrefixes.get(tracker), requests, 'consume');
   return { group, tracker, requests, result };
@@ -101,12 +116,18 @@ async function decideGroup(
 
 /**
  * Gives back what the allowing groups took when the request as a whole is not going ahead, so it costs
- * nothing. Only allowed decisions were charged (a shadow policy that would have rejected took nothing).
+ * nothing. Only what the store {@link charged} is given back: not a shadow policy that would have rejected,
+ * nor a fallback's answer that took nothing (giving that back would erase a real count).
  */
 async function refundCharged(results: GroupResult[], engine: RateLimitEngine): Promise<void> {
-  const charged = results.filter(({ result }) => result.allowed);
-  await Promise.all(charged.map(({ result }) => engine.refund(result.calls.filter((_, i) => result.decisions[i].allowed))));
-  for (const { result, requests } of charged) {
+  const allowing = results.filter(({ result }) => result.allowed);
+  await Promise.all(
+    allowing.map(({ result }) => {
+      const calls = result.calls.filter((call, i) => charged(result.decisions[i], call));
+      return calls.length > 0 ? engine.refund(calls) : undefined;
+    }),
+  );
+  for (const { result, requests } of allowing) {
     result.decisions = result.decisions.map((d, i) =>
       d.allowed ? { ...d, remaining: Math.min(d.remaining + requests[i].cost, d.limit) } : d,
     );

@@ -7,6 +7,7 @@ import type { Duration, RateLimitPolicy, RateLimitTracker } from '../interfaces/
 import type { PolicyRequest } from '../rate-limit.engine';
 import { MAX_POLICIES_PER_DECISION } from '../stores/store.interface';
 import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../utils/compile-policy';
+import type { UserFunctionDeadlines } from './user-function-deadlines';
 
 /** Most distinct dynamic policy shapes whose header member is remembered per policy. */
 const MAX_MEMBERS = 256;
@@ -28,15 +29,38 @@ export class PlannedPolicy {
     if (params && compiled.staticCost !== undefined) this.staticRequest = { compiled, params, cost: compiled.staticCost };
   }
 
-  /** This request's limit, window and cost: precomputed, or from the policy's functions of the context. */
-  async request(context: ExecutionContext): Promise<PolicyRequest> {
+  /**
+   * This request's limit, window and cost: precomputed, or from the policy's functions of the context, each
+   * bounded by `deadlines` when it returns a promise.
+   */
+  async request(context: ExecutionContext, deadlines: UserFunctionDeadlines): Promise<PolicyRequest> {
     const { compiled } = this;
     const { limit, window, cost } = compiled.policy;
     const params =
       compiled.staticParams ??
-      resolveParams(compiled, await valueOf<number>(limit, context), await valueOf<Duration>(window, context), this.where);
-    const units = compiled.staticCost ?? validCost(await valueOf<number>(cost, context), `${this.where}: cost`);
+      resolveParams(
+        compiled,
+        await this.valueOf<number>(limit, 'limit', context, deadlines),
+        await this.valueOf<Duration>(window, 'window', context, deadlines),
+        this.where,
+      );
+    const units = compiled.staticCost ?? validCost(await this.valueOf<number>(cost, 'cost', context, deadlines), `${this.where}: cost`);
     return { compiled, params, cost: units };
+  }
+
+  /** Names one of this policy's fields for an error, e.g. `@RateLimit on C.h, policy 2 of 2 ('b'): by`. */
+  describe(field: string): string {
+    return `${this.where} ('${this.compiled.name}'): ${field}`;
+  }
+
+  private valueOf<T>(
+    value: T | ((context: ExecutionContext) => T | Promise<T>) | undefined,
+    field: string,
+    context: ExecutionContext,
+    deadlines: UserFunctionDeadlines,
+  ): T | Promise<T> {
+    if (typeof value !== 'function') return value as T;
+    return deadlines.bound((value as (context: ExecutionContext) => T | Promise<T>)(context), () => this.describe(field));
   }
 
   /** The `RateLimit-Policy` member for `params` (memoised per shape for dynamic limits). */
@@ -73,6 +97,11 @@ export interface RoutePlan {
   groups: TrackerGroup[];
   /** Some policy acts when the response ends (`countOnly`, `concurrency`). */
   settles: boolean;
+  /**
+   * Some policy is `concurrency`: its lease is held until the handler's work has ended (the response is over
+   * and the handler has settled, whichever is later), not only until the socket closed.
+   */
+  holdsLeases: boolean;
 }
 
 /** Where a route's policies come from, for the plan's error messages. */
@@ -106,6 +135,7 @@ export function buildRoutePlan({ policies, where, route, scopeKey }: PlanSource,
     policies: planned,
     groups: groupByTracker(planned),
     settles: planned.some(({ compiled }) => compiled.policy.countOnly !== undefined || compiled.algorithm.name === 'concurrency'),
+    holdsLeases: planned.some(({ compiled }) => compiled.algorithm.name === 'concurrency'),
   };
 }
 
@@ -137,8 +167,4 @@ function assertDistinctNames(policies: readonly PlannedPolicy[], where: string):
     }
     seen.add(compiled.name);
   }
-}
-
-async function valueOf<T>(value: T | ((context: ExecutionContext) => T | Promise<T>) | undefined, context: ExecutionContext): Promise<T> {
-  return typeof value === 'function' ? (value as (context: ExecutionContext) => T | Promise<T>)(context) : (value as T);
 }

@@ -1,0 +1,158 @@
+import { Controller, Get, Headers, Injectable, type INestApplication } from '@nestjs/common';
+import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { RateLimit } from '../../lib';
+import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
+
+const LIMIT = 5;
+const HANDLER_MS = 200;
+
+/** Lets the test decide when `/gated` handlers finish, and counts how many are inside. */
+@Injectable()
+class Gate {
+  inside = 0;
+  private open!: () => void;
+  private readonly opened: Promise<void>;
+
+  constructor() {
+    this.opened = new Promise((resolve) => (this.open = resolve));
+  }
+
+  release(): void {
+    this.open();
+  }
+
+  async pass(): Promise<void> {
+    this.inside++;
+    try {
+      await this.opened;
+    } finally {
+      this.inside--;
+    }
+  }
+}
+
+/** Counts the `/work` handlers running at once. */
+@Injectable()
+class Inside {
+  running = 0;
+  max = 0;
+  /** Handlers that ran for a request whose client had gone after 5 ms. */
+  abandoned = 0;
+  admitted = 0;
+}
+
+@Controller()
+class LeasesController {
+  constructor(
+    private readonly inside: Inside,
+    private readonly gate: Gate,
+  ) {}
+
+  @Get('gated')
+  @RateLimit({ algorithm: 'concurrency', limit: 2, window: '30s' })
+  async gated() {
+    await this.gate.pass();
+    return 'done';
+  }
+
+  @Get('work')
+  @RateLimit({ algorithm: 'concurrency', limit: LIMIT, window: '30s' })
+  async work(@Headers('x-abort') abort?: string) {
+    const inside = this.inside;
+    inside.admitted++;
+    if (abort) inside.abandoned++;
+    inside.max = Math.max(inside.max, ++inside.running);
+    try {
+      await sleep(HANDLER_MS);
+    } finally {
+      inside.running--;
+    }
+    return 'done';
+  }
+}
+
+describe.each(MATRIX)('concurrency leases under client aborts on $adapter with the $store store', ({ adapter, store }) => {
+  const redis = new SharedRedis();
+  let app: INestApplication;
+  let port: number;
+  beforeAll(async () => {
+    app = await bootApp({
+      adapter,
+      imports: [await rateLimitModule(store, redis)],
+      controllers: [LeasesController],
+      providers: [Inside, Gate],
+    });
+    await app.listen(0, '127.0.0.1');
+    port = (app.getHttpServer().address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await app.close();
+    await redis.stop();
+  });
+
+  /** One request on its own connection; `abortAfterMs` destroys it that long after it was sent. Resolves with the status, or 0 when aborted. */
+  const send = (abortAfterMs?: number, path = '/work') =>
+    new Promise<number>((resolve) => {
+      const req = httpRequest({ host: '127.0.0.1', port, path, agent: false, headers: abortAfterMs ? { 'x-abort': '1' } : {} });
+      req.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', () => resolve(0));
+      req.end();
+      if (abortAfterMs !== undefined) setTimeout(() => req.destroy(), abortAfterMs);
+    });
+
+  /** Waits until `predicate` holds (polling), failing after 2 s. */
+  const until = async (predicate: () => boolean) => {
+    for (const started = Date.now(); !predicate(); await sleep(5)) {
+      if (Date.now() - started > 2_000) throw new Error('condition not reached within 2 s');
+    }
+  };
+
+  it('keeps the leases of aborted requests until their handlers settle, then gives them back', async () => {
+    const gate = app.get(Gate);
+    const clients = [0, 1].map(() => {
+      const req = httpRequest({ host: '127.0.0.1', port, path: '/gated', agent: false });
+      req.on('error', () => undefined);
+      req.end();
+      return req;
+    });
+    await until(() => gate.inside === 2);
+    expect(await send(undefined, '/gated')).toBe(429);
+    // Both clients go away while their handlers are still inside: the leases stay held.
+    for (const req of clients) req.destroy();
+    await sleep(100); // the server has seen the sockets close
+    expect(await Promise.race([send(undefined, '/gated'), sleep(1_000).then(() => 'admitted')])).toBe(429);
+    expect(gate.inside).toBe(2);
+    gate.release();
+    await until(() => gate.inside === 0);
+    await sleep(50); // the releases reach the store
+    expect(await Promise.all([send(undefined, '/gated'), send(undefined, '/gated')])).toEqual([200, 200]);
+  });
+
+  it(`never runs more than ${LIMIT} handlers at once, however many clients abort`, async () => {
+    const inside = app.get(Inside);
+    const pending: Array<Promise<number>> = [];
+    // First five clients take every lease and go away after 5 ms, while their handlers keep running.
+    for (let i = 0; i < LIMIT; i++) pending.push(send(5));
+    // Then 400 more over ~800 ms, one in five aborting after 5 ms.
+    for (let batch = 0; batch < 40; batch++) {
+      await sleep(20);
+      for (let i = 0; i < 10; i++) pending.push(send(i % 5 === 0 ? 5 : undefined));
+    }
+    const statuses = await Promise.all(pending);
+    for (const started = Date.now(); inside.running > 0 && Date.now() - started < 2_000;) await sleep(10);
+    const count = (status: number) => statuses.filter((s) => s === status).length;
+    console.log(
+      `${adapter}/${store}: ${pending.length} requests (${LIMIT + 80} aborted after 5 ms): at most ${inside.max} handlers at once; ` +
+        `${inside.admitted} admitted (${inside.abandoned} of them abandoned by their client), ${count(200)} × 200, ${count(429)} × 429`,
+    );
+    expect(inside.abandoned).toBeGreaterThanOrEqual(LIMIT);
+    expect(inside.max).toBeLessThanOrEqual(LIMIT);
+    expect(inside.running).toBe(0);
+    // And no lease leaked: all five are free again.
+    expect(await Promise.all(Array.from({ length: LIMIT }, () => send()))).toEqual(new Array(LIMIT).fill(200));
+  });
+});
