@@ -18,8 +18,8 @@ import type { StringMemo } from './utils/string-memo';
 
 /** Store warnings on the request path are logged at most this often. */
 const WARN_INTERVAL_MS = 10_000;
-/** `storeTimeoutMs`'s default (see create-store). */
-const DEFAULT_TIMEOUT_MS = 100;
+/** `userFunctionTimeoutMs`'s default. */
+const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;
 
 /**
  * Applies the handler's policies to every call: controllers, GraphQL resolvers, WebSocket gateways and
@@ -28,7 +28,7 @@ const DEFAULT_TIMEOUT_MS = 100;
  * `RateLimitExceededException` (429) or, when the store is down and `onStoreError` is `'fail-closed'`, a
  * `RateLimitStoreUnavailableException` (503); gateways get a `WsException` and microservices an
  * `RpcException` carrying the same status, message and `retryAfter`. A policy function (`by`, `limit`,
- * `window`, `cost`) whose promise has not settled within `storeTimeoutMs` fails the call (HTTP 500, the
+ * `window`, `cost`) whose promise has not settled within `userFunctionTimeoutMs` fails the call (HTTP 500, the
  * error naming the policy and the function), and what the call had already taken is given back.
  */
 @Injectable()
@@ -49,7 +49,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     this.contexts = new RateLimitContexts(options);
-    this.deadlines = new UserFunctionDeadlines(options.storeTimeoutMs ?? DEFAULT_TIMEOUT_MS);
+    this.deadlines = new UserFunctionDeadlines(options.userFunctionTimeoutMs ?? DEFAULT_USER_FUNCTION_TIMEOUT_MS);
   }
 
   /**

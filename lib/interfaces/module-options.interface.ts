@@ -66,12 +66,19 @@ export interface RateLimitModuleOptions {
    */
   onStoreError?: RateLimitStoreErrorMode;
   /**
-   * Deadline for one decision against the store, in ms. It also bounds a policy's own functions (`by`,
-   * `limit`, `window`, `cost`) when they return a promise: one still pending after this long fails the request
-   * (HTTP 500, the error naming the route, the policy and the function) and gives back what it had taken.
+   * Deadline for one decision against the store, in ms.
    * @default 100
    */
   storeTimeoutMs?: number;
+  /**
+   * Deadline for a policy's own functions (`by`, `limit`, `window`, `cost`) when they return a promise, in
+   * ms: one still pending after this long fails the request (HTTP 500, the error naming the route, the policy
+   * and the function) and gives back what the request had already taken, so a function that never settles
+   * cannot hang the request or hold another policy's lease. Generous by default, for lookups such as an API
+   * key in a database.
+   * @default 5000
+   */
+  userFunctionTimeoutMs?: number;
   /**
    * `insurance` fallback: the share of each limit one instance may grant while the store is away; with N
    * instances, 1/N keeps the total at the limit.

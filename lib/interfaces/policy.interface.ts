@@ -22,7 +22,7 @@ export type Duration = number | `${number}${'ms' | 's' | 'm' | 'h' | 'd'}`;
 
 /**
  * A value fixed in the policy, or computed per request (plan tiers, per-route costs). A promise that has not
- * settled within `storeTimeoutMs` fails the request.
+ * settled within `userFunctionTimeoutMs` fails the request.
  */
 export type ContextValue<T> = T | ((context: ExecutionContext) => T | Promise<T>);
 
@@ -30,7 +30,7 @@ export type ContextValue<T> = T | ((context: ExecutionContext) => T | Promise<T>
  * Whose quota a request draws from: the client IP (`'ip'`), the authenticated user (`'user'`, falling back
  * to the IP), or any string computed from the execution context (an API key, a tenant id, …); a function
  * returning `undefined` (or `''`) falls back to the client IP. A promise that has not settled within
- * `storeTimeoutMs` fails the request.
+ * `userFunctionTimeoutMs` fails the request.
  */
 export type RateLimitTracker = 'ip' | 'user' | ((context: ExecutionContext) => string | undefined | Promise<string | undefined>);
 

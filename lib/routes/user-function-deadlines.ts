@@ -78,7 +78,7 @@ export class UserFunctionDeadlines {
       entry.settled = true;
       entry.reject(
         new RateLimitConfigError(
-          `${entry.describe()}: the function did not settle within ${this.timeoutMs} ms (storeTimeoutMs); the request failed and gave back what it had taken.`,
+          `${entry.describe()}: the function did not settle within ${this.timeoutMs} ms (userFunctionTimeoutMs); the request failed and gave back what it had taken.`,
         ),
       );
     }

@@ -10,6 +10,7 @@ const KNOWN_OPTIONS = new Set([
   'headers',
   'onStoreError',
   'storeTimeoutMs',
+  'userFunctionTimeoutMs',
   'registerGuard',
   'mode',
   'memory',
@@ -60,8 +61,13 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   if (options.batchDecisions !== undefined && typeof options.batchDecisions !== 'boolean') {
     throw fail(`batchDecisions: ${describeValue(options.batchDecisions)} must be true or false.`);
   }
-  if (storeTimeoutMs !== undefined && !(Number.isInteger(storeTimeoutMs) && storeTimeoutMs > 0)) {
-    throw fail(`storeTimeoutMs: ${describeValue(storeTimeoutMs)} must be a whole number of milliseconds ≥ 1.`);
+  for (const [field, value] of [
+    ['storeTimeoutMs', storeTimeoutMs],
+    ['userFunctionTimeoutMs', options.userFunctionTimeoutMs],
+  ] as const) {
+    if (value !== undefined && !(Number.isInteger(value) && value > 0)) {
+      throw fail(`${field}: ${describeValue(value)} must be a whole number of milliseconds ≥ 1.`);
+    }
   }
   if (ipv6Subnet !== undefined && !(Number.isInteger(ipv6Subnet) && ipv6Subnet >= 1 && ipv6Subnet <= 128)) {
     throw fail(`ipv6Subnet: ${describeValue(ipv6Subnet)} must be a prefix length from 1 to 128.`);

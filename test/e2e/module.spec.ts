@@ -137,6 +137,15 @@ describe.each(ADAPTERS)('bootstrap validation on %s', (adapter) => {
     );
   });
 
+  it('rejects deadlines that are not whole milliseconds', async () => {
+    await expect(boot([], { userFunctionTimeoutMs: 0 })).rejects.toThrow(
+      `RateLimitModule options: userFunctionTimeoutMs: 0 must be a whole number of milliseconds ≥ 1.`,
+    );
+    await expect(boot([], { storeTimeoutMs: 2.5 })).rejects.toThrow(
+      `RateLimitModule options: storeTimeoutMs: 2.5 must be a whole number of milliseconds ≥ 1.`,
+    );
+  });
+
   it('rejects an invalid defaultPolicy, naming the field', async () => {
     await expect(boot([], { defaultPolicy: { algorithm: 'token-bucket', limit: 10, window: '1 fortnight' as never } })).rejects.toThrow(
       `RateLimitModule options: defaultPolicy: window: "1 fortnight" is not a valid duration; use a positive whole number of milliseconds or a string such as '250ms', '1s', '1m', '1h', '1d'.`,

@@ -49,7 +49,7 @@ describe.each(MATRIX)('policy functions that never settle, on $adapter with the 
   beforeAll(async () => {
     app = await bootApp({
       adapter,
-      imports: [await rateLimitModule(store, redis, { storeTimeoutMs: DEADLINE_MS })],
+      imports: [await rateLimitModule(store, redis, { userFunctionTimeoutMs: DEADLINE_MS })],
       controllers: [UserFunctionsController],
     });
   });
@@ -72,7 +72,7 @@ describe.each(MATRIX)('policy functions that never settle, on $adapter with the 
         const messages = logged.mock.calls.map(([message]) => String(message));
         expect(messages).toContainEqual(
           expect.stringContaining(
-            `@RateLimit on UserFunctionsController.${fn}, policy 2 of 2 ('tenant'): ${fn}: the function did not settle within ${DEADLINE_MS} ms (storeTimeoutMs)`,
+            `@RateLimit on UserFunctionsController.${fn}, policy 2 of 2 ('tenant'): ${fn}: the function did not settle within ${DEADLINE_MS} ms (userFunctionTimeoutMs)`,
           ),
         );
         // The 'slots' lease the first request took in parallel is back: a second request gets it.

@@ -38,7 +38,7 @@ describe('UserFunctionDeadlines', () => {
     const error = await outcome;
     expect(error).toBeInstanceOf(RateLimitConfigError);
     expect((error as Error).message).toBe(
-      "@RateLimit on C.h ('b'): by: the function did not settle within 100 ms (storeTimeoutMs); the request failed and gave back what it had taken.",
+      "@RateLimit on C.h ('b'): by: the function did not settle within 100 ms (userFunctionTimeoutMs); the request failed and gave back what it had taken.",
     );
     expect(cleared).toHaveBeenCalled();
     expect(jest.getTimerCount()).toBe(0);
