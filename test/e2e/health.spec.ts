@@ -69,7 +69,7 @@ describe.each(ADAPTERS)('RateLimitHealthIndicator with terminus on %s', (adapter
     await redis.restart();
     let again = await health();
     for (let attempt = 0; attempt < 50 && again.status !== 200; attempt++) {
-      await sleep(100); // the client reconnects in the background (backoff up to 2 s)
+      await sleep(100); // the client reconnects in the background (backoff up to 1 s)
       again = await health();
     }
     expect(again.body).toEqual(healthy(UP_REDIS));
