@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { PATH_METADATA } from '@nestjs/common/constants';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
+import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import { RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from '../rate-limit.decorator';
@@ -17,6 +18,12 @@ type ControllerClass = abstract new (...args: never[]) => unknown;
  * on the class, then the module's `defaultPolicy`. Every controller is planned at bootstrap, so a bad policy
  * fails `app.init()` with a message naming the controller, the handler and the field; the request path only
  * looks the plan up.
+ *
+ * A route's counters are keyed `r=<controller>.<method>`: the controller's scope name (its class name, made
+ * unique among controllers) and the property key the handler sits under on the prototype, which is unique per
+ * class. Never the function's `.name`: a wrapping method decorator gives every handler the wrapper's name,
+ * and an anonymous handler has none. Characters other than `A-Z a-z 0-9 _ $` are percent-encoded, so `.`
+ * only ever separates and the key is unique by construction; the same code gives the same keys on every boot.
  */
 @Injectable()
 export class RateLimitRouteRegistry implements OnModuleInit {
@@ -24,6 +31,10 @@ export class RateLimitRouteRegistry implements OnModuleInit {
   /** Scope names given out, so two controllers with the same class name never share counters. */
   private readonly scopeNames = new Map<ControllerClass, string>();
   private readonly takenNames = new Set<string>();
+  /** Each controller's handlers by function, with the property key each sits under (the first, for an alias). */
+  private readonly methodKeys = new WeakMap<ControllerClass, Map<Handler, string>>();
+  /** The handler each route scope belongs to: two handlers never share a counter by accident. */
+  private readonly scopeOwners = new Map<string, Handler>();
   private readonly defaultPolicies: RateLimitPolicy[] | undefined;
 
   constructor(
@@ -95,8 +106,17 @@ export class RateLimitRouteRegistry implements OnModuleInit {
   }
 
   private source(controller: ControllerClass, handler: Handler): PlanSource | null {
-    const route = `${controller.name}.${handler.name}`;
-    const scopeKey = `r=${this.scopeName(controller)}.${handler.name}`;
+    const method = this.methodKey(controller, handler);
+    const route = `${controller.name}.${method ?? handler.name}`;
+    // `~` (which keyPart never writes) keeps the keys of handlers found by name apart from all the others.
+    const scopeKey = `r=${this.scopeName(controller)}.${method === undefined ? `~${keyPart(handler.name)}` : keyPart(method)}`;
+    const owner = this.scopeOwners.get(scopeKey);
+    if (owner !== undefined && owner !== handler) {
+      throw new RateLimitConfigError(
+        `${route}: another handler of ${controller.name} already counts under '${scopeKey}', so two routes would share one rate-limit counter; give each handler a method name of its own.`,
+      );
+    }
+    this.scopeOwners.set(scopeKey, handler);
     if (this.reflector.get<true | undefined>(RateLimitSkip.KEY, handler)) return null;
     const own = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler);
     if (own) return { policies: own.policies, where: `@RateLimit on ${route}`, route, scopeKey };
@@ -109,14 +129,49 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     return null;
   }
 
+  /**
+   * The property key `handler` sits under on `controller`'s prototype (own or inherited: where the scanner, and
+   * Nest's router, found it); `undefined` for a handler found nowhere there (a function an instance set in
+   * its constructor, say a bound method), which is then keyed by its `.name`.
+   */
+  private methodKey(controller: ControllerClass, handler: Handler): string | undefined {
+    let keys = this.methodKeys.get(controller);
+    if (!keys) {
+      keys = new Map();
+      const prototype = controller.prototype as Record<string, unknown> | undefined;
+      for (const name of prototype ? this.scanner.getAllMethodNames(prototype) : []) {
+        const method = prototype![name];
+        if (typeof method === 'function' && !keys.has(method)) keys.set(method, name);
+      }
+      this.methodKeys.set(controller, keys);
+    }
+    return keys.get(handler);
+  }
+
   private scopeName(controller: ControllerClass): string {
     let name = this.scopeNames.get(controller);
     if (name === undefined) {
-      name = controller.name;
-      for (let n = 2; this.takenNames.has(name); n++) name = `${controller.name}~${n}`;
+      const base = keyPart(controller.name);
+      name = base;
+      for (let n = 2; this.takenNames.has(name); n++) name = `${base}~${n}`;
       this.takenNames.add(name);
       this.scopeNames.set(controller, name);
     }
     return name;
   }
+}
+
+/**
+ * A class or method name as a key part: `A-Z a-z 0-9 _ $` as they are, any other character percent-encoded
+ * (UTF-8; a lone surrogate as `%uXXXX`), so the result never holds `.`, `~`, `:` or braces and two names never
+ * encode alike.
+ */
+function keyPart(name: string): string {
+  return /^[A-Za-z0-9_$]*$/.test(name) ? name : name.replace(/[^A-Za-z0-9_$]/gu, encodeChar);
+}
+
+function encodeChar(c: string): string {
+  const code = c.charCodeAt(0);
+  if (c.length === 1 && code >= 0xd800 && code <= 0xdfff) return `%u${code.toString(16).toUpperCase()}`;
+  return encodeURIComponent(c).replace(/[-.!'()*~]/g, (m) => `%${m.charCodeAt(0).toString(16).toUpperCase()}`);
 }

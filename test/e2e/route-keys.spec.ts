@@ -1,0 +1,124 @@
+/**
+ * A route's counter is keyed by its controller and the property key of its handler on the prototype (the
+ * name Nest found it under), never by the function's `.name`: handlers wrapped by one method decorator
+ * (tracing, logging) all carry the wrapper's name, and handlers assigned as anonymous functions carry none,
+ * yet each route keeps its own counter. Ordinary routes keep their `r=<Controller>.<method>` keys.
+ */
+import { Controller, Get, type INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import { RateLimit, RateLimitModule } from '../../lib';
+import { bootApp, MATRIX, SharedRedis, storeOptions } from './harness';
+
+const ONE_PER_MINUTE = { algorithm: 'fixed-window', limit: 1, window: '1m' } as const;
+
+/**
+ * A tracing-style decorator: replaces the method with a wrapper and copies its metadata, as such decorators
+ * do so that Nest still sees the route. Every wrapper is named `traced`.
+ */
+function Traced(): MethodDecorator {
+  return (_target, _key, descriptor: PropertyDescriptor) => {
+    const original = descriptor.value as (...args: unknown[]) => unknown;
+    const traced = function (this: unknown, ...args: unknown[]) {
+      return original.apply(this, args);
+    };
+    for (const key of Reflect.getMetadataKeys(original)) Reflect.defineMetadata(key, Reflect.getMetadata(key, original), traced);
+    descriptor.value = traced;
+    return descriptor;
+  };
+}
+
+@Controller('traced')
+class TracedController {
+  @Traced()
+  @Get('first')
+  @RateLimit(ONE_PER_MINUTE)
+  first() {
+    return 'first';
+  }
+
+  @Traced()
+  @Get('second')
+  @RateLimit(ONE_PER_MINUTE)
+  second() {
+    return 'second';
+  }
+
+  @Get('plain')
+  @RateLimit(ONE_PER_MINUTE)
+  plain() {
+    return 'plain';
+  }
+
+  /** A property key that is not an identifier: its `.` is encoded, so it cannot pose as another class's method. */
+  @Get('dotted')
+  @RateLimit(ONE_PER_MINUTE)
+  ['plain.x']() {
+    return 'dotted';
+  }
+}
+
+/** Two handlers without a name: an anonymous function and an arrow function, assigned to the prototype. */
+@Controller('anonymous')
+@RateLimit(ONE_PER_MINUTE)
+class AnonymousController {}
+const anonymous: Array<[string, () => string]> = [
+  [
+    'one',
+    [
+      function () {
+        return 'one';
+      },
+    ][0],
+  ],
+  ['two', [() => 'two'][0]],
+];
+for (const [key, handler] of anonymous) {
+  Object.defineProperty(AnonymousController.prototype, key, { value: handler, writable: true, configurable: true });
+  Get(key)(AnonymousController.prototype, key, Object.getOwnPropertyDescriptor(AnonymousController.prototype, key)!);
+}
+
+describe.each(MATRIX)('route keys on $adapter with the $store store', ({ adapter, store }) => {
+  const redis = new SharedRedis();
+  let app: INestApplication;
+  let prefix: string;
+  beforeAll(async () => {
+    const options = await storeOptions(store, redis);
+    prefix = options.prefix!;
+    app = await bootApp({ adapter, imports: [RateLimitModule.forRoot(options)], controllers: [TracedController, AnonymousController] });
+  });
+  afterAll(async () => {
+    await app.close();
+    await redis.stop();
+  });
+  const status = async (path: string) => (await request(app.getHttpServer()).get(path)).status;
+
+  it('two routes wrapped by the same decorator have separate counters', async () => {
+    expect(TracedController.prototype.first.name).toBe('traced');
+    expect(TracedController.prototype.second.name).toBe('traced');
+    expect([await status('/traced/first'), await status('/traced/first')]).toEqual([200, 429]);
+    expect([await status('/traced/second'), await status('/traced/second')]).toEqual([200, 429]);
+    expect([await status('/traced/plain'), await status('/traced/plain')]).toEqual([200, 429]);
+    expect([await status('/traced/dotted'), await status('/traced/dotted')]).toEqual([200, 429]);
+  });
+
+  it('two anonymous handlers have separate counters', async () => {
+    expect(anonymous.map(([, handler]) => handler.name)).toEqual(['', '']);
+    expect([await status('/anonymous/one'), await status('/anonymous/one')]).toEqual([200, 429]);
+    expect([await status('/anonymous/two'), await status('/anonymous/two')]).toEqual([200, 429]);
+  });
+
+  if (store === 'redis') {
+    it('keys name the controller and the property key: r=<Controller>.<method>, the same on every boot', async () => {
+      const client = await redis.client();
+      const keys = (await client.keys(`${prefix}:*`)).map((key) => key.replace(/^.*\}:/, '')).sort();
+      expect(keys).toEqual([
+        'r=AnonymousController.one:default:fw',
+        'r=AnonymousController.two:default:fw',
+        'r=TracedController.first:default:fw',
+        'r=TracedController.plain%2Ex:default:fw',
+        'r=TracedController.plain:default:fw',
+        'r=TracedController.second:default:fw',
+      ]);
+    });
+  }
+});
