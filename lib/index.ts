@@ -28,7 +28,7 @@ export { RATE_LIMIT_CONTEXT_TYPES } from './interfaces/module-options.interface'
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
 export { RateLimitConfigError } from './errors/rate-limit-config.error';
 export { RateLimitStoreError } from './errors/rate-limit-store.error';
-export { RateLimitWaitError } from './errors/rate-limit-wait.error';
+export { RateLimitWaitError, RateLimitShutdownError } from './errors/rate-limit-wait.error';
 export { MemoryStore, type MemoryStoreOptions, type RateLimitClock } from './stores/memory.store';
 export { RedisStore, type RedisClient } from './stores/redis.store';
 export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode, StoreFallback } from './stores/store.interface';

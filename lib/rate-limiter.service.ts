@@ -1,15 +1,16 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitConfigError } from './errors/rate-limit-config.error';
+import { RateLimitStoreError } from './errors/rate-limit-store.error';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
-import { RateLimitWaitError } from './errors/rate-limit-wait.error';
+import { RateLimitShutdownError, RateLimitWaitError } from './errors/rate-limit-wait.error';
 import { parseDuration } from './utils/duration';
 import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './rate-limit.engine';
-import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
+import { MAX_POLICIES_PER_DECISION, type DecisionMode, type RateLimitCall } from './stores/store.interface';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
-import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
+import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from './utils/compile-policy';
 import { trackerKeyPrefixes } from './utils/keys';
 import { describeValue } from './utils/describe-value';
 import type { StringMemo } from './utils/string-memo';
@@ -43,6 +44,18 @@ export interface RateLimitLease {
   decision: RateLimitDecision;
   /** Gives the slot back; safe to call more than once. */
   release(): Promise<void>;
+  /**
+   * Heartbeat for long work: moves the lease's expiry to now + `ms` (default: the policy's window) on the
+   * store's clock, atomically, never earlier than it was. Resolves `true` while the lease is held; `false`
+   * once it was released, was never granted, or has expired (its slot may belong to another holder now:
+   * stop the work or take a new lease). Rejects with a RateLimitStoreError when the store does not answer
+   * (whether the lease is held is then unknown). Call it well within the window, e.g. every third of it.
+   * @example
+   * const lease = await limiter.lease({ algorithm: 'concurrency', limit: 2, window: '30s' }, tenantId);
+   * const beat = setInterval(() => void lease.extend().then((held) => held || controller.abort()), 10_000);
+   * try { await runExport(controller.signal); } finally { clearInterval(beat); await lease.release(); }
+   */
+  extend(ms?: Duration): Promise<boolean>;
 }
 
 /** Counters of programmatic calls live under this scope unless the policy sets `scope`. */
@@ -52,10 +65,19 @@ const SERVICE_SCOPE = 'svc';
  * Rate limiting without HTTP: jobs, queues, outbound calls, anything keyed by a string.
  * Counters are shared with routes only through a policy `scope`.
  * @example const d = await limiter.consume({ algorithm: 'gcra', limit: 10, window: '1s' }, `user:${id}`);
+ *
+ * On shutdown (`app.close()`), pending `acquire()` waits end at once with {@link RateLimitShutdownError}, and
+ * once the module closes its store every call rejects with it: nothing is decided, nor granted, after close.
  */
 @Injectable()
-export class RateLimiterService {
+export class RateLimiterService implements BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly compiled = new WeakMap<RateLimitPolicy, CompiledPolicy>();
+  /** Each pending wait of `acquire`, as the function that ends it with a RateLimitShutdownError. */
+  private readonly waits = new Set<() => void>();
+  /** Set when the app begins to close: no wait starts any more. */
+  private shuttingDown = false;
+  /** Set when the module is about to close the store: no call reaches it any more. */
+  private closed = false;
   private readonly trackerPrefixes: StringMemo<string>;
 
   constructor(
@@ -79,6 +101,7 @@ export class RateLimiterService {
     const requests = policies.map((policy) => this.request(policy, options.cost));
     assertDistinctNames(requests);
     const { allowed, decisions } = await this.engine.decide(this.trackerPrefix(key), requests, 'consume');
+    this.assertOpen();
     return { allowed, decisions };
   }
 
@@ -93,9 +116,13 @@ export class RateLimiterService {
     await this.engine.store.delete([call.stateKey, call.blockKey]);
   }
 
-  /** Gives back `cost` units taken earlier under `policy` (for outcomes that should not count). */
+  /**
+   * Gives back `cost` units taken earlier under `policy` (for outcomes that should not count): a whole number
+   * from 1 to the policy's capacity (`burst` for the bucket algorithms, `limit` otherwise), since more can
+   * never have been taken; other values reject with a RateLimitConfigError.
+   */
   async refund(policy: RateLimitPolicy, key: string, cost = 1): Promise<void> {
-    await this.engine.refund(this.engine.calls(this.trackerPrefix(key), [this.request(policy, cost)]));
+    await this.engine.refund(this.engine.calls(this.trackerPrefix(key), [this.refundRequest(policy, cost)]));
   }
 
   /** Locks `key` out of `policy` for `duration` from now (the store's clock), whatever its counter says. */
@@ -112,7 +139,8 @@ export class RateLimiterService {
 
   /**
    * Takes a `concurrency` lease for non-HTTP work. When allowed, `release()` frees the slot early;
-   * otherwise `release()` does nothing. A lease never released expires after the policy's window.
+   * otherwise `release()` does nothing. A lease never released expires after the policy's window; work that
+   * may outlast it keeps it with `extend()`.
    * @example const lease = await limiter.lease(exportsPolicy, tenantId); try { … } finally { await lease.release(); }
    */
   async lease(policy: RateLimitPolicy, key: string): Promise<RateLimitLease> {
@@ -123,6 +151,7 @@ export class RateLimiterService {
       );
     }
     const { decisions, calls } = await this.engine.decide(this.trackerPrefix(key), [request], 'consume');
+    this.assertOpen();
     let released = !decisions[0].allowed;
     return {
       decision: decisions[0],
@@ -130,6 +159,10 @@ export class RateLimiterService {
         if (released) return;
         released = true;
         await this.engine.refund(calls);
+      },
+      extend: async (ms?: Duration) => {
+        const renewal = renewalOf(calls[0], request.compiled, ms);
+        return !released && this.renew(renewal);
       },
     };
   }
@@ -146,7 +179,10 @@ export class RateLimiterService {
       throwIfAborted(options.signal);
       const decision = await this.consume(policy, key, options);
       if (decision.allowed) {
-        if (decision.delayMs) await sleep(decision.delayMs, options.signal);
+        if (decision.delayMs) {
+          const what = `the delay of '${key}' for policy '${decision.policy}' ended (its slot was taken)`;
+          await this.sleep(decision.delayMs, options.signal, what);
+        }
         return decision;
       }
       const wait = decision.retryAfterMs;
@@ -158,8 +194,30 @@ export class RateLimiterService {
           wait,
         );
       }
-      await sleep(wait, options.signal);
+      await this.sleep(wait, options.signal, `the wait of '${key}' for policy '${decision.policy}' ended (nothing was taken)`);
     }
+  }
+
+  /**
+   * Called by Nest when the app begins to close, before the HTTP server stops: every pending `acquire()` wait
+   * ends at once with {@link RateLimitShutdownError} (so a request waiting in one does not hold the close up),
+   * and no new wait starts. Decisions that need no wait are still made: the store is open until
+   * {@link onApplicationShutdown}.
+   */
+  beforeApplicationShutdown(): void {
+    this.shuttingDown = true;
+    for (const end of this.waits) end();
+    this.waits.clear();
+  }
+
+  /**
+   * Called by Nest before the module closes the store: from now on every call rejects with
+   * {@link RateLimitShutdownError}, and so does a decision still in flight (a closed store's fallback must
+   * not grant it).
+   */
+  onApplicationShutdown(): void {
+    this.beforeApplicationShutdown();
+    this.closed = true;
   }
 
   /**
@@ -185,7 +243,7 @@ export class RateLimiterService {
   private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
     try {
       const result = this.engine.decideNowOrLater(this.trackerPrefix(key), [this.request(policy, options.cost)], mode);
-      return result instanceof Promise ? result.then(firstDecision) : Promise.resolve(firstDecision(result));
+      return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -198,7 +256,74 @@ export class RateLimiterService {
     return this.trackerPrefixes.get(key);
   }
 
+  /** The first decision of a result that arrived; rejects it when the module closed meanwhile. */
+  private readonly openDecision = (result: EngineDecision): RateLimitDecision => {
+    this.assertOpen();
+    return result.decisions[0];
+  };
+
+  /** Throws once the module has closed (see {@link onApplicationShutdown}). */
+  private assertOpen(): void {
+    if (this.closed) {
+      throw new RateLimitShutdownError(
+        'RateLimiterService: the application is shutting down; the rate-limit store is closed, so nothing is decided.',
+      );
+    }
+  }
+
+  /**
+   * Resolves after `ms`; rejects when `signal` aborts, or with {@link RateLimitShutdownError} as soon as the
+   * app begins to close (`what` words what ended, for its message). Its timer is cleared either way.
+   */
+  private sleep(ms: number, signal: AbortSignal | undefined, what: string): Promise<void> {
+    const ended = () => new RateLimitShutdownError(`acquire: the application is shutting down; ${what}.`);
+    if (this.shuttingDown) return Promise.reject(ended());
+    return new Promise((resolve, reject) => {
+      const settle = (error?: Error) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.waits.delete(onShutdown);
+        if (error) reject(error);
+        else resolve();
+      };
+      const onAbort = () => settle(abortError());
+      const onShutdown = () => settle(ended());
+      const timer = setTimeout(() => settle(), ms);
+      this.waits.add(onShutdown);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      // The signal may have aborted while the decision was on its way.
+      if (signal?.aborted) onAbort();
+    });
+  }
+
+  /** Asks the store to renew a lease (see {@link RateLimitLease.extend}); true while it is held. */
+  private async renew(renewal: RateLimitCall): Promise<boolean> {
+    this.assertOpen();
+    // Straight to the store: a renewal is not a decision (no hook, no event), and it answers only "held?".
+    const { verdicts } = await this.engine.store.decide([renewal], 'consume');
+    this.assertOpen();
+    if (verdicts[0].reason === 3) {
+      throw new RateLimitStoreError('lease.extend: the rate-limit store did not answer; whether the lease is still held is unknown.');
+    }
+    return verdicts[0].allowed;
+  }
+
+  /** A refund's request: its cost is a whole number from 1 to the policy's capacity (more can never have been taken). */
+  private refundRequest(policy: RateLimitPolicy, cost: number): PolicyRequest {
+    const request = this.request(policy, 0);
+    const { compiled, params } = request;
+    const bound = compiled.algorithm.usesBurst ? 'burst' : 'limit';
+    const capacity = params[bound];
+    if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1 || cost > capacity) {
+      throw new RateLimitConfigError(
+        `refund: cost: ${describeValue(cost)} must be a whole number from 1 to ${capacity} (the ${bound} of policy '${compiled.name}': more can never have been taken).`,
+      );
+    }
+    return { ...request, cost };
+  }
+
   private request(policy: RateLimitPolicy, cost: number | undefined): PolicyRequest {
+    this.assertOpen();
     const compiled = this.compile(policy);
     if (!compiled.staticParams) {
       throw new RateLimitConfigError(
@@ -228,19 +353,15 @@ function firstDecision(result: EngineDecision): RateLimitDecision {
   return result.decisions[0];
 }
 
-/** Resolves after `ms`, or rejects when `signal` aborts (clearing the timer). */
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortError());
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+/**
+ * The call that renews the lease `call` took, to expire `ms` (default: its window) from the store's now: a
+ * negative cost names the lease's units (see concurrency.lua). No lockout applies (a lockout stops new leases,
+ * not the renewal of one held): the call reads a lockout key that is never written, and writes none.
+ */
+function renewalOf(call: RateLimitCall, compiled: CompiledPolicy, ms: Duration | undefined): RateLimitCall {
+  const windowMs = ms === undefined ? call.params.windowMs : parseDuration(ms, 'lease.extend: ms');
+  const params = resolveParams(compiled, call.params.limit, windowMs, 'lease.extend');
+  return { ...call, cost: -call.cost, params, blockForMs: 0, blockKey: `${call.blockKey}:none` };
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {

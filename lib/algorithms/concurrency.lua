@@ -1,8 +1,12 @@
 --[[
-  concurrency: live leases. Each lease is a sorted-set member "<token>:<i>" (one per unit of cost) scored by
-  its expiry; a lease whose holder died expires after `window`. Allowed iff live leases + cost <= limit.
+  concurrency: live leases. Each lease is a sorted-set member "<token>:<i>" (one per unit of cost, i = 1..cost)
+  scored by its expiry; a lease whose holder died expires after `window`. Allowed iff live leases + cost <= limit.
   KEY    state sorted set { "<token>:<i>" -> expiry ms }
-  Refund releases the lease named by token. Reply: { allowed, remaining, reset ms, retry ms, 0 }
+  A negative cost renews the lease named by token (its -cost members): allowed iff it is still live, and the
+  commit moves its expiry to now + window (never earlier: ZADD XX of members that exist, so nothing is re-created).
+  Refund releases the lease named by token: its members from ":1" up to the first missing one, so a cost above
+  what is held costs nothing (no loop per unit of cost).
+  Reply: { allowed, remaining, reset ms, retry ms, 0 }
 ]]
 local function liveLeases(key, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -15,10 +19,32 @@ local function latestExpiry(key)
   return nil
 end
 
+-- Whether the lease named by token is live (its first member is; all its members share one expiry).
+local function renewCheck(key, n, latest, limit, window, now, token)
+  if redis.call('ZSCORE', key, token .. ':1') then
+    local reset = window
+    if latest - now > reset then reset = latest - now end
+    return { true, limit - n, reset, 0, 0 }
+  end
+  local reset = 0
+  if latest then reset = latest - now end
+  return { false, math.max(limit - n, 0), reset, 0, 0 }
+end
+
+local function renew(key, units, expiry, token)
+  for i = 1, units do
+    local member = token .. ':' .. i
+    local score = redis.call('ZSCORE', key, member)
+    if not score then break end
+    if tonumber(score) < expiry then redis.call('ZADD', key, 'XX', expiry, member) end
+  end
+end
+
 ALG[7] = {
-  check = function(key, cost, limit, window, burst, now)
+  check = function(key, cost, limit, window, burst, now, token)
     local n = liveLeases(key, now)
     local latest = latestExpiry(key)
+    if cost < 0 then return renewCheck(key, n, latest, limit, window, now, token) end
     if n + cost <= limit then
       local reset = 0
       if cost > 0 then reset = window end
@@ -34,10 +60,16 @@ ALG[7] = {
   end,
   commit = function(key, r, now, cost, limit, window, burst, token)
     if cost == 0 then return end
-    for i = 1, cost do redis.call('ZADD', key, now + window, token .. ':' .. i) end
+    if cost < 0 then
+      renew(key, -cost, now + window, token)
+    else
+      for i = 1, cost do redis.call('ZADD', key, now + window, token .. ':' .. i) end
+    end
     redis.call('PEXPIRE', key, r[3])
   end,
   refund = function(key, cost, limit, window, burst, now, token)
-    for i = 1, cost do redis.call('ZREM', key, token .. ':' .. i) end
+    for i = 1, cost do
+      if redis.call('ZREM', key, token .. ':' .. i) == 0 then break end
+    end
   end,
 }
