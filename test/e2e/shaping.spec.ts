@@ -134,7 +134,7 @@ describe.each(MATRIX)('leases and shaping on $adapter with the $store store', ({
     await bothLeasesFree();
   });
 
-  it('holds an aborted request\'s lease until its handler has settled, then gives it back', async () => {
+  it("holds an aborted request's lease until its handler has settled, then gives it back", async () => {
     const { port } = app.getHttpServer().address() as AddressInfo;
     const aborted = [0, 1].map(() => {
       const req = httpRequest({ host: '127.0.0.1', port, path: '/export' });
