@@ -59,26 +59,43 @@ export class RateLimitRouteRegistry implements OnModuleInit {
    * WebSocket gateways); throws on the first invalid policy.
    */
   onModuleInit(): void {
-    for (const { metatype } of this.discovery.getControllers()) {
-      if (typeof metatype === 'function') this.planClass(metatype as ControllerClass, (handler) => this.isRoute(handler));
-    }
+    for (const [controller, handler] of this.controllerRoutes()) this.plan(controller, handler);
     for (const { metatype, inject } of this.discovery.getProviders()) {
       // `inject` marks a factory provider, whose metatype is the factory function rather than a class.
       if (typeof metatype !== 'function' || inject) continue;
       const limitedClass = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, metatype) !== undefined;
-      this.planClass(
-        metatype as ControllerClass,
-        (handler) => limitedClass || this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler) !== undefined,
-      );
+      for (const handler of methodsOf(metatype as ControllerClass, this.scanner)) {
+        if (limitedClass || this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler) !== undefined) {
+          this.plan(metatype as ControllerClass, handler);
+        }
+      }
     }
   }
 
-  private planClass(metatype: ControllerClass, limited: (handler: Handler) => boolean): void {
-    const prototype = metatype.prototype as Record<string, unknown> | undefined;
-    if (!prototype) return;
-    for (const name of this.scanner.getAllMethodNames(prototype)) {
-      const handler = prototype[name];
-      if (typeof handler === 'function' && limited(handler)) this.plan(metatype, handler);
+  /**
+   * The handlers of HTTP routes that hold `concurrency` leases, planned before `onModuleInit` (for
+   * RateLimitLeaseRoutes, which must act before Nest builds its routes) in the order it plans them, so scope
+   * names are the same. A policy that does not compile is left for `onModuleInit` to report.
+   */
+  httpRoutesHoldingLeases(): Handler[] {
+    const found: Handler[] = [];
+    for (const [controller, handler] of this.controllerRoutes()) {
+      try {
+        if (Reflect.hasMetadata(PATH_METADATA, handler) && this.plan(controller, handler)?.holdsLeases) found.push(handler);
+      } catch {
+        // onModuleInit throws it again, naming the route and the field.
+      }
+    }
+    return found;
+  }
+
+  /** Every controller's routes (handlers with a path or their own `@RateLimit`), in discovery order. */
+  private *controllerRoutes(): Generator<[ControllerClass, Handler]> {
+    for (const { metatype } of this.discovery.getControllers()) {
+      if (typeof metatype !== 'function') continue;
+      for (const handler of methodsOf(metatype as ControllerClass, this.scanner)) {
+        if (this.isRoute(handler)) yield [metatype as ControllerClass, handler];
+      }
     }
   }
 
@@ -174,4 +191,13 @@ function encodeChar(c: string): string {
   const code = c.charCodeAt(0);
   if (c.length === 1 && code >= 0xd800 && code <= 0xdfff) return `%u${code.toString(16).toUpperCase()}`;
   return encodeURIComponent(c).replace(/[-.!'()*~]/g, (m) => `%${m.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/** The methods of `metatype`'s prototype, own and inherited, as Nest's scanner lists them. */
+function methodsOf(metatype: ControllerClass, scanner: MetadataScanner): Handler[] {
+  const prototype = metatype.prototype as Record<string, unknown> | undefined;
+  if (!prototype) return [];
+  return scanner
+    .getAllMethodNames(prototype)
+    .flatMap((name) => (typeof prototype[name] === 'function' ? [prototype[name] as Handler] : []));
 }
