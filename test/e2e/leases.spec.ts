@@ -2,35 +2,11 @@ import { Controller, Get, Headers, Injectable, type INestApplication } from '@ne
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { RateLimit } from '../../lib';
+import { Gate } from '../support/gate';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
 
 const LIMIT = 5;
 const HANDLER_MS = 200;
-
-/** Lets the test decide when `/gated` handlers finish, and counts how many are inside. */
-@Injectable()
-class Gate {
-  inside = 0;
-  private open!: () => void;
-  private readonly opened: Promise<void>;
-
-  constructor() {
-    this.opened = new Promise((resolve) => (this.open = resolve));
-  }
-
-  release(): void {
-    this.open();
-  }
-
-  async pass(): Promise<void> {
-    this.inside++;
-    try {
-      await this.opened;
-    } finally {
-      this.inside--;
-    }
-  }
-}
 
 /** Counts the `/work` handlers running at once. */
 @Injectable()

@@ -4,36 +4,8 @@ import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import { RateLimit, SkipRateLimit } from '../../lib';
 import { RateLimitHolds } from '../../lib/http/request-holds';
+import { Gate } from '../support/gate';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
-
-/** Lets the test decide when `/export` handlers finish, and counts how many are inside. */
-@Injectable()
-class Gate {
-  inside = 0;
-  private opened!: Promise<void>;
-  private open!: () => void;
-
-  constructor() {
-    this.close();
-  }
-
-  close(): void {
-    this.opened = new Promise((resolve) => (this.open = resolve));
-  }
-
-  release(): void {
-    this.open();
-  }
-
-  async pass(): Promise<void> {
-    this.inside++;
-    try {
-      await this.opened;
-    } finally {
-      this.inside--;
-    }
-  }
-}
 
 /** Records when each shaped request reached its handler. */
 @Injectable()
