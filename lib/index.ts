@@ -46,7 +46,13 @@ export {
   type RateLimitMetadata,
   type RateLimitMetadataDecorator,
 } from './rate-limit.decorator';
-export { RateLimitExceededException, RateLimitStoreUnavailableException, type RateLimitExceededBody } from './rate-limit.exception';
+export {
+  RateLimitExceededException,
+  RateLimitStoreUnavailableException,
+  GraphqlRateLimitExceededException,
+  type RateLimitExceededBody,
+  type RateLimitGraphqlErrorExtensions,
+} from './rate-limit.exception';
 export type { RateLimitWsErrorPayload } from './contexts/ws.context';
 export type { RateLimitRpcErrorPayload } from './contexts/rpc.context';
 export { clientIpKey } from './http/client-ip';

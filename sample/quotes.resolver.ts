@@ -3,9 +3,9 @@ import { RateLimit } from '../lib';
 
 /**
  * GraphQL (Apollo on Express, POST /graphql): the global guard limits resolvers like routes, per field.
- * A 6th `{ quote }` within a minute answers `data.quote: null` with an error whose `extensions.status` is
- * 429 and `extensions.originalError.retryAfter` the wait in seconds; the RateLimit headers and `Retry-After`
- * are on the HTTP response (status 200, as GraphQL answers).
+ * A 6th `{ quote }` within a minute answers `data.quote: null` with an error whose `extensions` are
+ * `{ code: 'RATE_LIMITED', retryAfter }` (the wait in seconds); the RateLimit headers and `Retry-After` are on
+ * the HTTP response (status 200, as GraphQL answers).
  */
 @Resolver()
 export class QuotesResolver {
