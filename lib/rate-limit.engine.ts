@@ -159,6 +159,7 @@ function toDecision({ compiled, params }: PolicyRequest, v: StoreVerdict): RateL
     limit: compiled.algorithm.usesBurst ? params.burst : params.limit,
     remaining: Math.max(v.remaining, 0),
     resetMs: v.resetMs,
+    moreQuotaMs: v.moreQuotaMs,
     retryAfterMs: v.allowed ? 0 : v.retryAfterMs < 0 ? Infinity : v.retryAfterMs,
   };
   if (compiled.algorithm.name === 'leaky-bucket' && compiled.policy.delay !== false) decision.delayMs = v.allowed ? v.delayMs : 0;

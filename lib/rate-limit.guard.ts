@@ -78,12 +78,38 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
 
   /** Answers the call: headers, then a rejected promise, or a pass (after the shaping delay, if any). */
   private conclude(caller: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): boolean | Promise<boolean> {
-    writeRateLimitHeaders(caller, this.options.headers ?? 'ietf', outcome.policyHeader, outcome.decisions);
+    if (!outcome.allowed && plan.leaseHold?.ms !== undefined) outcome.decisions = leaseHint(plan, outcome.decisions, plan.leaseHold.ms);
+    this.writeHeaders(caller, plan, outcome);
     this.reportShadow(plan, outcome);
     if (!outcome.allowed) return rejectSoon(this.rejection(caller, outcome.decisions));
     if (plan.settles) this.settleOnEnd(caller, plan, outcome);
     const delayMs = this.shapingDelay(plan, outcome.decisions);
     return delayMs > 0 ? this.holds.hold(delayMs).then(() => true) : true;
+  }
+
+  /**
+   * Headers for the call's enforced policies. Shadow policies measure silently: they are left out unless
+   * `shadowHeaders` is on (a trial policy's `r=0` would otherwise make clients slow down for nothing).
+   */
+  private writeHeaders(caller: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
+    const mode = this.options.headers ?? 'ietf';
+    if (mode === 'none') return;
+    let { policyHeader, decisions } = outcome;
+    const shadows = this.options.shadowHeaders ? 0 : this.shadowCount(plan);
+    if (shadows > 0) {
+      if (shadows === plan.policies.length) return;
+      decisions = decisions.filter((_, i) => !this.engine.isShadow(plan.policies[i].compiled));
+      policyHeader = plan.policies
+        .flatMap((policy, i) => (this.engine.isShadow(policy.compiled) ? [] : [policy.member(outcome.calls[i].params)]))
+        .join(', ');
+    }
+    writeRateLimitHeaders(caller, mode, policyHeader, decisions);
+  }
+
+  private shadowCount(plan: RoutePlan): number {
+    let n = 0;
+    for (const { compiled } of plan.policies) if (this.engine.isShadow(compiled)) n++;
+    return n;
   }
 
   /** The error a rejected call is answered with, shaped for its transport by its context adapter. */
@@ -110,15 +136,21 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
    * took nothing from Redis, and giving it back there would erase real counts.
    */
   private settleOnEnd(call: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
+    const heldSince = plan.leaseHold ? Date.now() : 0;
     call.onEnd(({ statusCode, aborted }) => {
       const failed = aborted || statusCode >= 400;
       const calls: RateLimitCall[] = [];
+      let released = false;
       plan.policies.forEach(({ compiled }, i) => {
         const { countOnly } = compiled.policy;
-        const giveBack =
-          compiled.algorithm.name === 'concurrency' || (countOnly === 'failed' && !failed) || (countOnly === 'succeeded' && failed);
-        if (giveBack && charged(outcome.decisions[i], outcome.calls[i])) calls.push(outcome.calls[i]);
+        const lease = compiled.algorithm.name === 'concurrency';
+        const giveBack = lease || (countOnly === 'failed' && !failed) || (countOnly === 'succeeded' && failed);
+        if (giveBack && charged(outcome.decisions[i], outcome.calls[i])) {
+          calls.push(outcome.calls[i]);
+          released ||= lease;
+        }
       });
+      if (released) plan.leaseHold?.record(Date.now() - heldSince);
       if (calls.length > 0) this.engine.refund(calls).catch((error: unknown) => this.warnStore(error));
     }, plan.holdsLeases);
   }
@@ -150,6 +182,24 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.lastWarnAt = now;
     this.logger.warn(`could not give back a refund or lease to the store: ${(error as Error)?.message ?? String(error)}`);
   }
+}
+
+/**
+ * `decisions` with each rejecting `concurrency` decision's wait cut to `holdMs`, the route's running
+ * estimate of how long a lease is held (at least 1 ms, so `Retry-After` is at least 1 s once rounded up),
+ * but never past its soonest lease expiry: a slot typically frees long before the lease's TTL. Lockouts,
+ * fallbacks and requests that can never fit keep their own wait.
+ */
+function leaseHint(plan: RoutePlan, decisions: RateLimitDecision[], holdMs: number): RateLimitDecision[] {
+  return decisions.map((d, i) =>
+    !d.allowed &&
+    d.reason === undefined &&
+    d.retryAfterMs > 0 &&
+    Number.isFinite(d.retryAfterMs) &&
+    plan.policies[i].compiled.algorithm.name === 'concurrency'
+      ? { ...d, retryAfterMs: Math.min(d.retryAfterMs, Math.max(1, holdMs)), moreQuotaMs: Math.min(d.moreQuotaMs, Math.max(1, holdMs)) }
+      : d,
+  );
 }
 
 /**

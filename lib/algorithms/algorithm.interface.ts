@@ -20,6 +20,11 @@ export interface AlgorithmVerdict<S> {
   resetMs: number;
   retryAfterMs: number;
   delayMs: number;
+  /**
+   * Ms until `remaining` grows by at least one unit with no other traffic, measured on the state this verdict
+   * leaves (charged when allowed, unchanged when rejected); 0 when nothing is used.
+   */
+  moreQuotaMs: number;
   /** State to store if the decision is committed (allowed and consuming). */
   next: S | undefined;
   /** Lifetime of `next` in ms; 0 means the state equals "no state" and can be deleted. */

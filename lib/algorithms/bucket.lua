@@ -1,14 +1,20 @@
 --[[
   Shared by token-bucket, gcra and leaky-bucket (see bucket.ts): decide a request against a bucket whose
   debt (distance from full, in units × window ms; `limit` of it repaid per ms) is `debt`.
-  Returns { allowed, remaining, reset ms, retry ms, delay = 0, debt after }.
+  Returns { allowed, remaining, reset ms, retry ms, delay = 0, debt after, more = ms until the next whole unit }.
 ]]
+-- Ms until the level (capacity - debt) reaches its next multiple of window: one more whole unit; 0 at full.
+local function bucketMore(debt, capacity, limit, window)
+  if debt <= 0 then return 0 end
+  return ceildiv(window - (capacity - debt) % window, limit)
+end
+
 local function bucket(debt, cost, limit, window, burst)
   local capacity = burst * window
   local need = cost * window
   if debt + need <= capacity then
     local after = debt + need
-    return { true, math.floor((capacity - after) / window), ceildiv(after, limit), 0, 0, after }
+    return { true, math.floor((capacity - after) / window), ceildiv(after, limit), 0, 0, after, more = bucketMore(after, capacity, limit, window) }
   end
-  return { false, math.floor((capacity - debt) / window), ceildiv(debt, limit), ceildiv(debt + need - capacity, limit), 0, debt }
+  return { false, math.floor((capacity - debt) / window), ceildiv(debt, limit), ceildiv(debt + need - capacity, limit), 0, debt, more = bucketMore(debt, capacity, limit, window) }
 end

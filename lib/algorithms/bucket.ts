@@ -13,6 +13,8 @@ export interface BucketVerdict {
   remaining: number;
   resetMs: number;
   retryAfterMs: number;
+  /** Ms until the next whole unit refills (leaks): `remaining` grows by one; 0 when the bucket is full. */
+  moreQuotaMs: number;
   /** Debt after the request, when allowed. */
   debt: number;
 }
@@ -28,6 +30,7 @@ export function decideBucket(debt: number, { limit, windowMs, burst }: Algorithm
       remaining: Math.floor((capacity - after) / windowMs),
       resetMs: ceilDiv(after, limit),
       retryAfterMs: 0,
+      moreQuotaMs: nextUnitMs(after, capacity, limit, windowMs),
       debt: after,
     };
   }
@@ -36,8 +39,17 @@ export function decideBucket(debt: number, { limit, windowMs, burst }: Algorithm
     remaining: Math.floor((capacity - debt) / windowMs),
     resetMs: ceilDiv(debt, limit),
     retryAfterMs: ceilDiv(debt + need - capacity, limit),
+    moreQuotaMs: nextUnitMs(debt, capacity, limit, windowMs),
     debt,
   };
+}
+
+/**
+ * Ms until the level `capacity - debt` (scaled) reaches its next multiple of `windowMs` (one more whole
+ * unit), refilling `limit` per ms; 0 at full.
+ */
+function nextUnitMs(debt: number, capacity: number, limit: number, windowMs: number): number {
+  return debt > 0 ? ceilDiv(windowMs - ((capacity - debt) % windowMs), limit) : 0;
 }
 
 /**
@@ -56,6 +68,7 @@ export function toVerdict<S>(
     resetMs: v.resetMs,
     retryAfterMs: v.retryAfterMs,
     delayMs,
+    moreQuotaMs: v.moreQuotaMs,
     next: stored.next,
     ttlMs: stored.ttlMs,
     rewrite,

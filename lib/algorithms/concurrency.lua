@@ -6,7 +6,9 @@
   commit moves its expiry to now + window (never earlier: ZADD XX of members that exist, so nothing is re-created).
   Refund releases the lease named by token: its members from ":1" up to the first missing one, so a cost above
   what is held costs nothing (no loop per unit of cost).
-  Reply: { allowed, remaining, reset ms, retry ms, 0 }
+  Reply: { allowed, remaining, reset ms, retry ms, 0, more = ms until the lease whose expiry raises remaining
+         expires (the soonest, or the (n − limit + 1)-th soonest when more than the limit are live); 0 when none }
+  A renewal's `more` is measured by its commit, once the lease has moved.
 ]]
 local function liveLeases(key, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -19,16 +21,23 @@ local function latestExpiry(key)
   return nil
 end
 
+-- Ms until remaining grows as n live leases stand: the expiry that takes them below the limit, or 0.
+local function leaseMore(key, n, limit, now)
+  if n == 0 then return 0 end
+  local rank = math.max(n - limit, 0)
+  return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]) - now
+end
+
 -- Whether the lease named by token is live (its first member is; all its members share one expiry).
 local function renewCheck(key, n, latest, limit, window, now, token)
   if redis.call('ZSCORE', key, token .. ':1') then
     local reset = window
     if latest - now > reset then reset = latest - now end
-    return { true, limit - n, reset, 0, 0 }
+    return { true, limit - n, reset, 0, 0, more = leaseMore(key, n, limit, now) }
   end
   local reset = 0
   if latest then reset = latest - now end
-  return { false, math.max(limit - n, 0), reset, 0, 0 }
+  return { false, math.max(limit - n, 0), reset, 0, 0, more = leaseMore(key, n, limit, now) }
 end
 
 local function renew(key, units, expiry, token)
@@ -49,19 +58,23 @@ ALG[7] = {
       local reset = 0
       if cost > 0 then reset = window end
       if latest and latest - now > reset then reset = latest - now end
-      return { true, limit - n - cost, reset, 0, 0 }
+      -- The soonest expiry once this request's leases (expiring at now + window) are added.
+      local more = leaseMore(key, n, limit, now)
+      if cost > 0 and (n == 0 or more > window) then more = window end
+      return { true, limit - n - cost, reset, 0, 0, more = more }
     end
     local reset = 0
     if latest then reset = latest - now end
     local retry = 0
     local need = n + cost - limit
     if need <= n then retry = tonumber(redis.call('ZRANGE', key, need - 1, need - 1, 'WITHSCORES')[2]) - now end
-    return { false, math.max(limit - n, 0), reset, retry, 0 }
+    return { false, math.max(limit - n, 0), reset, retry, 0, more = leaseMore(key, n, limit, now) }
   end,
   commit = function(key, r, now, cost, limit, window, burst, token)
     if cost == 0 then return end
     if cost < 0 then
       renew(key, -cost, now + window, token)
+      r.more = leaseMore(key, redis.call('ZCARD', key), limit, now)
     else
       for i = 1, cost do redis.call('ZADD', key, now + window, token .. ':' .. i) end
     end

@@ -35,7 +35,8 @@ export class ConcurrencyAlgorithm implements RateLimitAlgorithm<ConcurrencyState
       const resetMs = Math.max(cost > 0 ? windowMs : 0, latest);
       const added = Array.from({ length: cost }, (_, i) => ({ member: `${token}:${i + 1}`, expiresAt: now + windowMs }));
       const next = [...leases, ...added].sort((a, b) => a.expiresAt - b.expiresAt);
-      return { allowed: true, remaining: limit - n - cost, resetMs, retryAfterMs: 0, delayMs: 0, next, ttlMs: resetMs };
+      const moreQuotaMs = moreOf(next, limit, now);
+      return { allowed: true, remaining: limit - n - cost, resetMs, retryAfterMs: 0, delayMs: 0, moreQuotaMs, next, ttlMs: resetMs };
     }
     const need = n + cost - limit;
     return {
@@ -44,6 +45,7 @@ export class ConcurrencyAlgorithm implements RateLimitAlgorithm<ConcurrencyState
       resetMs: latest,
       retryAfterMs: need <= n ? leases[need - 1].expiresAt - now : 0,
       delayMs: 0,
+      moreQuotaMs: moreOf(leases, limit, now),
       next: undefined,
       ttlMs: 0,
     };
@@ -81,14 +83,41 @@ function renew(
   const n = leases.length;
   const latest = n > 0 ? leases[n - 1].expiresAt - now : 0;
   if (members.size === 0) {
-    return { allowed: false, remaining: Math.max(limit - n, 0), resetMs: latest, retryAfterMs: 0, delayMs: 0, next: undefined, ttlMs: 0 };
+    const moreQuotaMs = moreOf(leases, limit, now);
+    return {
+      allowed: false,
+      remaining: Math.max(limit - n, 0),
+      resetMs: latest,
+      retryAfterMs: 0,
+      delayMs: 0,
+      moreQuotaMs,
+      next: undefined,
+      ttlMs: 0,
+    };
   }
   const expiresAt = now + ms;
   const next = leases
     .map((lease) => (members.has(lease.member) && lease.expiresAt < expiresAt ? { member: lease.member, expiresAt } : lease))
     .sort((a, b) => a.expiresAt - b.expiresAt);
   const resetMs = Math.max(ms, latest);
-  return { allowed: true, remaining: limit - n, resetMs, retryAfterMs: 0, delayMs: 0, next, ttlMs: resetMs };
+  return {
+    allowed: true,
+    remaining: limit - n,
+    resetMs,
+    retryAfterMs: 0,
+    delayMs: 0,
+    moreQuotaMs: moreOf(next, limit, now),
+    next,
+    ttlMs: resetMs,
+  };
+}
+
+/**
+ * When `remaining` next grows: the soonest lease expiry — or, with more leases live than the limit (it was
+ * lowered), the expiry that takes them below it. 0 when none is live.
+ */
+function moreOf(leases: ConcurrencyState, limit: number, now: number): number {
+  return leases.length > 0 ? leases[Math.max(leases.length - limit, 0)].expiresAt - now : 0;
 }
 
 function live(state: ConcurrencyState | undefined, now: number): ConcurrencyState {

@@ -12,8 +12,10 @@
             then per policy (7 each): algorithm id, cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token (lease id or '') ]
   Reply (integers only):
     { now (server ms),
-      per consume/peek decision, per policy: status, remaining, reset (ms), retry after (ms, -1 = never), delay (ms) }
+      per consume/peek decision, per policy: status, remaining, reset (ms), retry after (ms, -1 = never), delay (ms),
+        more (ms until additional quota: `remaining` grows by one; 0 when nothing is used; a lockout's end at the soonest) }
     status: 0 allowed; rejected: 1 by the counter, 2 blocked (lockout), 3 cost exceeds capacity.
+    A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
     Refund and block decisions add nothing. A decision that failed has its error message (a string) in
     its first status slot, and zeros.
   Time comes from the server's TIME only; nothing is stored but integers.
@@ -44,37 +46,38 @@ local function change(mode, n, k, d)
   end
 end
 
--- Decides into the five reply slots per policy from reply[o].
+-- Decides into the six reply slots per policy from reply[o].
 local function decide(mode, n, k, d, o)
   -- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
   local allowed = true
   local verdicts = {}
   for i = 1, n do
     local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
-    local b = o + (i - 1) * 5
+    local b = o + (i - 1) * 6
     local until_ = tonumber(redis.call('GET', bkey))
     if until_ and until_ > now then
       allowed = false
-      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4] = 2, 0, until_ - now, until_ - now, 0
+      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 2, 0, until_ - now, until_ - now, 0, until_ - now
     else
       local r = alg.check(key, cost, limit, window, burst, now, token)
       verdicts[i] = r
       local capacity = limit
       if alg.burst then capacity = burst end
       if r[1] and cost <= capacity then
-        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4] = 0, r[2], r[3], 0, r[5]
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 0, r[2], r[3], 0, r[5], r.more
       else
         allowed = false
-        local status, reset, retry = 1, r[3], r[4]
+        local status, reset, retry, more = 1, r[3], r[4], r.more
         if cost > capacity then
           status, retry = 3, -1
         elseif blockFor > 0 and mode == 'c' then
           redis.call('SET', bkey, now + blockFor, 'PX', blockFor)
           if blockFor > retry then retry = blockFor end
           if blockFor > reset then reset = blockFor end
+          if blockFor > more then more = blockFor end
           status = 2
         end
-        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4] = status, r[2], reset, retry, r[5]
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = status, r[2], reset, retry, r[5], more
       end
     end
   end
@@ -83,6 +86,7 @@ local function decide(mode, n, k, d, o)
     for i = 1, n do
       local alg, key, _, cost, limit, window, burst, _, token = policy(k, d, i)
       alg.commit(key, verdicts[i], now, cost, limit, window, burst, token)
+      reply[o + (i - 1) * 6 + 5] = verdicts[i].more
     end
     return
   end
@@ -90,11 +94,11 @@ local function decide(mode, n, k, d, o)
   -- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as
   -- it stands, which is what a check of cost 0 sees.
   for i = 1, n do
-    local b = o + (i - 1) * 5
+    local b = o + (i - 1) * 6
     if reply[b] == 0 then
       local alg, key, _, _, limit, window, burst, _, token = policy(k, d, i)
       local r = alg.check(key, 0, limit, window, burst, now, token)
-      reply[b + 1], reply[b + 2], reply[b + 4] = r[2], r[3], 0
+      reply[b + 1], reply[b + 2], reply[b + 4], reply[b + 5] = r[2], r[3], 0, r.more
     end
   end
 end
@@ -113,7 +117,7 @@ for j = 1, #ARGV do
       -- (errors come from reading state): its message takes its first slot, the others go on.
       if type(err) == 'table' then err = err.err end
       reply[o] = tostring(err)
-      for x = o + 1, o + 5 * n - 1 do reply[x] = 0 end
+      for x = o + 1, o + 6 * n - 1 do reply[x] = 0 end
     end
   end
   k = k + 2 * n

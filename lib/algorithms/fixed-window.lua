@@ -1,7 +1,8 @@
 --[[
   fixed-window: at most `limit` units per aligned window floor(now / window).
   KEY    state hash { w = window id, n = units counted in that window }
-  check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count, new window? }
+  check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count, new window?,
+    more = ms until more quota: the window's end once anything is counted in it, else 0 }
   commit writes the new count and expires the hash at the window's end; refund gives units back in the same window.
 ]]
 ALG[1] = {
@@ -15,11 +16,11 @@ ALG[1] = {
     if n + cost <= limit then
       local reset = 0
       if n + cost > 0 then reset = ends end
-      return { true, limit - n - cost, reset, 0, 0, id, n + cost, fresh }
+      return { true, limit - n - cost, reset, 0, 0, id, n + cost, fresh, more = reset }
     end
     local reset = 0
     if n > 0 then reset = ends end
-    return { false, limit - n, reset, ends, 0 }
+    return { false, limit - n, reset, ends, 0, more = reset }
   end,
   commit = function(key, r)
     if r[7] == 0 then return end

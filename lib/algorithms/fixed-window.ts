@@ -39,11 +39,23 @@ export class FixedWindowAlgorithm implements RateLimitAlgorithm<FixedWindowState
         resetMs: reset,
         retryAfterMs: 0,
         delayMs: 0,
+        // Units come back all at once, at the window's end.
+        moreQuotaMs: reset,
         next: { w: id, n: n + cost },
         ttlMs: n + cost > 0 ? ends : 0,
       };
     }
-    return { allowed: false, remaining: limit - n, resetMs: n > 0 ? ends : 0, retryAfterMs: ends, delayMs: 0, next: undefined, ttlMs: 0 };
+    const resetMs = n > 0 ? ends : 0;
+    return {
+      allowed: false,
+      remaining: limit - n,
+      resetMs,
+      retryAfterMs: ends,
+      delayMs: 0,
+      moreQuotaMs: resetMs,
+      next: undefined,
+      ttlMs: 0,
+    };
   }
 
   refund(state: FixedWindowState | undefined, { windowMs }: AlgorithmParams, cost: number, now: number) {

@@ -3,11 +3,16 @@
   (now − W, now] plus cost fit the limit. Rejected requests are never logged.
   KEY    state sorted set; member "<ms>:<n, 8 digits>", unique even for many entries in one millisecond
          (n continues the count of entries already at that millisecond), score = ms.
-  Reply: { allowed, remaining, reset ms, retry ms, 0 }
+  Reply: { allowed, remaining, reset ms, retry ms, 0, more = ms until the entry whose ageing out raises remaining
+         (the oldest, or the (n − limit + 1)-th oldest when the log holds more than the limit) leaves the window }
 ]]
 local function slidingLogTrim(key, window, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   return redis.call('ZCARD', key)
+end
+
+local function slidingLogScore(key, rank)
+  return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
 end
 
 ALG[3] = {
@@ -16,15 +21,25 @@ ALG[3] = {
     if n + cost <= limit then
       local reset = 0
       if cost > 0 then reset = window
-      elseif n > 0 then reset = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + window - now end
-      return { true, limit - n - cost, reset, 0, 0 }
+      elseif n > 0 then reset = slidingLogScore(key, -1) + window - now end
+      -- The oldest entry after this request (its own entries are at now) is the next to age out.
+      local more = 0
+      if n > 0 then
+        local oldest = slidingLogScore(key, 0)
+        if cost > 0 and now < oldest then oldest = now end
+        more = oldest + window - now
+      elseif cost > 0 then more = window end
+      return { true, limit - n - cost, reset, 0, 0, more = more }
     end
     local need = n + cost - limit
     local retry = 0
-    if need <= n then retry = tonumber(redis.call('ZRANGE', key, need - 1, need - 1, 'WITHSCORES')[2]) + window - now end
-    local reset = 0
-    if n > 0 then reset = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + window - now end
-    return { false, math.max(limit - n, 0), reset, retry, 0 }
+    if need <= n then retry = slidingLogScore(key, need - 1) + window - now end
+    local reset, more = 0, 0
+    if n > 0 then
+      reset = slidingLogScore(key, -1) + window - now
+      more = slidingLogScore(key, math.max(n - limit, 0)) + window - now
+    end
+    return { false, math.max(limit - n, 0), reset, retry, 0, more = more }
   end,
   commit = function(key, r, now, cost, limit, window)
     if cost == 0 then return end

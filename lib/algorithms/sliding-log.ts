@@ -29,7 +29,8 @@ export class SlidingLogAlgorithm implements RateLimitAlgorithm<SlidingLogState> 
     if (n + cost <= limit) {
       const next = cost > 0 ? insert(log, now, cost) : log;
       const resetMs = cost > 0 ? windowMs : n > 0 ? log[n - 1] + windowMs - now : 0;
-      return { allowed: true, remaining: limit - n - cost, resetMs, retryAfterMs: 0, delayMs: 0, next, ttlMs: resetMs };
+      const moreQuotaMs = moreOf(next, limit, windowMs, now);
+      return { allowed: true, remaining: limit - n - cost, resetMs, retryAfterMs: 0, delayMs: 0, moreQuotaMs, next, ttlMs: resetMs };
     }
     const need = n + cost - limit;
     return {
@@ -38,6 +39,7 @@ export class SlidingLogAlgorithm implements RateLimitAlgorithm<SlidingLogState> 
       resetMs: n > 0 ? log[n - 1] + windowMs - now : 0,
       retryAfterMs: need <= n ? log[need - 1] + windowMs - now : 0,
       delayMs: 0,
+      moreQuotaMs: moreOf(log, limit, windowMs, now),
       next: undefined,
       ttlMs: 0,
     };
@@ -49,6 +51,14 @@ export class SlidingLogAlgorithm implements RateLimitAlgorithm<SlidingLogState> 
     const next = log.slice(0, Math.max(log.length - cost, 0));
     return { next, ttlMs: next.length > 0 ? next[next.length - 1] + windowMs - now : 0 };
   }
+}
+
+/**
+ * When `remaining` next grows: the oldest entry ages out — or, in a log holding more than the limit (the
+ * limit was lowered), the entry that brings it back under it. 0 for an empty log.
+ */
+function moreOf(log: SlidingLogState, limit: number, windowMs: number, now: number): number {
+  return log.length > 0 ? log[Math.max(log.length - limit, 0)] + windowMs - now : 0;
 }
 
 /** Entries still inside (now − W, now]. */

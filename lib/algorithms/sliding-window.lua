@@ -3,7 +3,8 @@
   previous one weighs by how much of it still overlaps the sliding window:
   allowed iff prev·(W − e) + (cur + cost)·W <= limit·W, e = ms into the current window (exact integers).
   KEY    state hash { w = current window id, c = its count, p = previous window's count }
-  Reply: { allowed, remaining, reset ms, retry ms, 0, window id, new count, prev, expiry moves? }
+  Reply: { allowed, remaining, reset ms, retry ms, 0, window id, new count, prev, expiry moves?,
+           more = ms until the weighted count has dropped by enough to raise floor(remaining) }
 ]]
 local function slidingCounts(key, window, now)
   local id = math.floor(now / window)
@@ -20,6 +21,24 @@ local function slidingReset(id, cur, prev, window, now)
   return 0
 end
 
+-- The earliest time (ms from now) a request of cost fits: later in this window, or in the next one.
+local function slidingRetry(id, e, cur, prev, cost, limit, window, now)
+  local room = (limit - cur - cost) * window
+  if room >= 0 and prev > 0 then
+    local e2 = window - math.floor(room / prev)
+    if e2 < window then return e2 - e end
+  end
+  local e2 = 0
+  if cur > 0 then e2 = math.max(window - math.floor((limit - cost) * window / cur), 0) end
+  return (id + 1) * window + e2 - now
+end
+
+-- When floor(remaining) next grows: when one more unit than the `remaining` left would fit. 0 when nothing is used.
+local function slidingMore(id, e, cur, prev, remaining, limit, window, now)
+  if cur == 0 and prev == 0 then return 0 end
+  return slidingRetry(id, e, cur, prev, remaining + 1, limit, window, now)
+end
+
 ALG[2] = {
   check = function(key, cost, limit, window, burst, now)
     local id, cur, prev, fresh = slidingCounts(key, window, now)
@@ -27,20 +46,13 @@ ALG[2] = {
     local used = prev * (window - e) + cur * window
     if used + cost * window <= limit * window then
       local after = used + cost * window
-      return { true, math.floor((limit * window - after) / window), slidingReset(id, cur + cost, prev, window, now), 0, 0, id, cur + cost, prev, fresh or cur == 0 }
+      local remaining = math.floor((limit * window - after) / window)
+      return { true, remaining, slidingReset(id, cur + cost, prev, window, now), 0, 0, id, cur + cost, prev, fresh or cur == 0,
+        more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now) }
     end
-    local retry
-    local room = (limit - cur - cost) * window
-    if room >= 0 and prev > 0 then
-      local e2 = window - math.floor(room / prev)
-      if e2 < window then retry = e2 - e end
-    end
-    if not retry then
-      local e2 = 0
-      if cur > 0 then e2 = math.max(window - math.floor((limit - cost) * window / cur), 0) end
-      retry = (id + 1) * window + e2 - now
-    end
-    return { false, math.floor(math.max(limit * window - used, 0) / window), slidingReset(id, cur, prev, window, now), retry, 0 }
+    local remaining = math.floor(math.max(limit * window - used, 0) / window)
+    return { false, remaining, slidingReset(id, cur, prev, window, now), slidingRetry(id, e, cur, prev, cost, limit, window, now), 0,
+      more = slidingMore(id, e, cur, prev, remaining, limit, window, now) }
   end,
   commit = function(key, r)
     if r[3] == 0 then return end

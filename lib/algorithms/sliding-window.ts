@@ -35,22 +35,26 @@ export class SlidingWindowAlgorithm implements RateLimitAlgorithm<SlidingWindowS
     if (used + cost * w <= limit * w) {
       const resetMs = resetOf(id, cur + cost, prev, w, now);
       const next = { w: id, c: cur + cost, p: prev };
+      const remaining = Math.floor((limit * w - used - cost * w) / w);
       return {
         allowed: true,
-        remaining: Math.floor((limit * w - used - cost * w) / w),
+        remaining,
         resetMs,
         retryAfterMs: 0,
         delayMs: 0,
+        moreQuotaMs: moreOf(id, e, cur + cost, prev, remaining, limit, w, now),
         next,
         ttlMs: resetMs,
       };
     }
+    const remaining = Math.floor(Math.max(limit * w - used, 0) / w);
     return {
       allowed: false,
-      remaining: Math.floor(Math.max(limit * w - used, 0) / w),
+      remaining,
       resetMs: resetOf(id, cur, prev, w, now),
       retryAfterMs: retryOf(id, e, cur, prev, limit, w, cost, now),
       delayMs: 0,
+      moreQuotaMs: moreOf(id, e, cur, prev, remaining, limit, w, now),
       next: undefined,
       ttlMs: 0,
     };
@@ -74,6 +78,15 @@ function resetOf(id: number, cur: number, prev: number, w: number, now: number):
   if (cur > 0) return (id + 2) * w - now;
   if (prev > 0) return (id + 1) * w - now;
   return 0;
+}
+
+/**
+ * When floor(remaining) next grows: the earliest time one unit more than `remaining` would fit, i.e. when the
+ * weighted count has dropped to (limit − remaining − 1)·W — solved exactly in integers by {@link retryOf},
+ * including across the boundary where `cur` becomes `prev`. 0 when nothing is counted.
+ */
+function moreOf(id: number, e: number, cur: number, prev: number, remaining: number, limit: number, w: number, now: number): number {
+  return cur === 0 && prev === 0 ? 0 : retryOf(id, e, cur, prev, limit, w, remaining + 1, now);
 }
 
 /** The earliest time the weighted count leaves room: later in this window, or in the next one. */

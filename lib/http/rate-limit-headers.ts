@@ -1,25 +1,78 @@
-import type { AlgorithmParams } from '../algorithms/algorithm.interface';
+import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitHeadersMode } from '../interfaces/module-options.interface';
 import { ceilDiv } from '../utils/math';
 
+/** Largest whole number a Structured Field integer may hold (RFC 9651 §3.3.1). */
+const MAX_SF_INTEGER = 999_999_999_999_999;
+
 /**
- * One policy's `RateLimit-Policy` list member (draft-ietf-httpapi-ratelimit-headers-10):
- * `"<name>";q=<quota>;w=<window s>`. For bucket algorithms the quota is the capacity (`burst`) and the
- * window the time it takes to refill it, so `q / w` is always the sustained rate. `w` is whole seconds, ≥ 1.
- * @example policyMember('default', { limit: 100, windowMs: 60_000, burst: 100 }, false) // '"default";q=100;w=60'
+ * One policy's `RateLimit-Policy` list member (draft-ietf-httpapi-ratelimit-headers-10).
+ *
+ * Rate policies: `"<name>";q=<quota>;w=<window s>`, with `q / w` exactly the policy's rate. `w` must be
+ * whole seconds, so a window that is not (250 ms, 1.5 s) is stated over the shortest whole number of
+ * seconds spanning a whole number of windows, its quota scaled to match: 5 per 250 ms is `q=20;w=1`, 3 per
+ * 700 ms `q=30;w=7`, 1 per 1500 ms `q=2;w=3`. A window of whole seconds is sent as it is (`q=100;w=60`).
+ * Bucket algorithms state their capacity (`burst`) and the time it takes to refill it, scaled the same
+ * way when that time is not whole seconds.
+ *
+ * `concurrency`: `"<name>";q=<limit>;qu="concurrent-requests"`, with no `w`: the quota bounds the requests
+ * in flight at any instant, over no window (the policy's `window` is only how long a lost lease lives, and
+ * `w` would read as a rate of `q` per `w`).
+ * @example policyMember('default', { limit: 100, windowMs: 60_000, burst: 100 }, { name: 'fixed-window', usesBurst: false }) // '"default";q=100;w=60'
  */
-export function policyMember(name: string, { limit, windowMs, burst }: AlgorithmParams, usesBurst: boolean): string {
-  const quota = usesBurst ? burst : limit;
-  const windowS = Math.max(1, ceilDiv(usesBurst ? ceilDiv(burst * windowMs, limit) : windowMs, 1000));
-  return `"${name}";q=${quota};w=${windowS}`;
+export function policyMember(
+  name: string,
+  { limit, windowMs, burst }: AlgorithmParams,
+  algorithm: Pick<RateLimitAlgorithm, 'name' | 'usesBurst'>,
+): string {
+  if (algorithm.name === 'concurrency') return `"${name}";q=${limit};qu="concurrent-requests"`;
+  // A fixed window sends its limit per window; a sub-second one (5 per 250 ms: q=20;w=1) sends the same
+  // average rate over whole windows, which is also the most it can ever allow within a window-aligned `w`.
+  const quota = algorithm.usesBurst ? burst : limit;
+  const { quota: q, seconds: w } = wholeSecondsPeriod(quota, windowMs, limit);
+  return `"${name}";q=${q};w=${w}`;
 }
 
 /**
- * Whole seconds (rounded up) until the policy has more quota: on a rejection, until this request would be
- * allowed; otherwise until the quota is fully restored.
+ * `quota` units are restored every `quota * windowMs / limit` ms; stated over the fewest whole seconds
+ * holding a whole number `k` of such periods: `k * quota` per `seconds`. The fraction
+ * `quota * windowMs / (1000 * limit)` is reduced factor by factor so that no product grows past what it must.
+ */
+function wholeSecondsPeriod(quota: number, windowMs: number, limit: number): { quota: number; seconds: number } {
+  const a = gcd(quota, limit);
+  const b = gcd(windowMs, 1000);
+  let [qn, ld, wn, td] = [quota / a, limit / a, windowMs / b, 1000 / b];
+  const c = gcd(qn, td);
+  const d = gcd(wn, ld);
+  [qn, td, wn, ld] = [qn / c, td / c, wn / d, ld / d];
+  const seconds = qn * wn;
+  const scaled = quota * ld * td;
+  if (seconds <= MAX_SF_INTEGER && scaled <= MAX_SF_INTEGER) return { quota: scaled, seconds };
+  // Only with absurd numbers: keep the quota and round the period up rather than send an invalid field.
+  return { quota, seconds: Math.min(MAX_SF_INTEGER, Math.max(1, Math.ceil((quota * windowMs) / limit / 1000))) };
+}
+
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+/**
+ * Whole seconds (rounded up) until additional quota is made available (the draft's `t`): when `remaining`
+ * next grows, not when the quota is fully restored. The same on a rejection: `t` describes the quota beside
+ * `r`, while the wait of this request (which may need more than one unit) is `Retry-After`. 0 when nothing
+ * is used.
  */
 export function secondsUntilMore(decision: RateLimitDecision): number {
+  return ceilDiv(Math.max(Math.ceil(decision.moreQuotaMs), 0), 1000);
+}
+
+/**
+ * `X-RateLimit-Reset`, as legacy clients read it: whole seconds (rounded up) until the quota is fully
+ * restored, or on a rejection until this request would be allowed.
+ */
+export function secondsUntilReset(decision: RateLimitDecision): number {
   const ms = !decision.allowed && Number.isFinite(decision.retryAfterMs) ? decision.retryAfterMs : decision.resetMs;
   return ceilDiv(Math.max(Math.ceil(ms), 0), 1000);
 }
@@ -57,7 +110,13 @@ export interface HeaderSink {
   setHeader(name: string, value: string): void;
 }
 
-/** Writes the headers `mode` asks for; `policyHeader` holds one {@link policyMember} per decision, in order. */
+/**
+ * Writes the headers `mode` asks for; `policyHeader` holds one {@link policyMember} per decision, in order
+ * (the caller leaves out the policies clients must not see, such as shadow ones). A decision the store did
+ * not make (`reason: 'store-unavailable'`: `onStoreError` answered) has no `RateLimit` member and is not
+ * described by the legacy headers, as its quota is not the client's real one; its `RateLimit-Policy` member
+ * stays, since it states the configured policy, which is still true, and lets the field stay a constant.
+ */
 export function writeRateLimitHeaders(
   exchange: HeaderSink,
   mode: RateLimitHeadersMode,
@@ -65,16 +124,20 @@ export function writeRateLimitHeaders(
   decisions: readonly RateLimitDecision[],
 ): void {
   if (mode === 'none' || decisions.length === 0) return;
+  let unknown = 0;
+  for (const d of decisions) if (d.reason === 'store-unavailable') unknown++;
   if (mode === 'ietf' || mode === 'both') {
     exchange.setHeader('RateLimit-Policy', policyHeader);
-    let quota = quotaMember(decisions[0]);
-    for (let i = 1; i < decisions.length; i++) quota += `, ${quotaMember(decisions[i])}`;
-    exchange.setHeader('RateLimit', quota);
+    let quota = '';
+    for (const d of decisions) {
+      if (d.reason !== 'store-unavailable') quota += quota === '' ? quotaMember(d) : `, ${quotaMember(d)}`;
+    }
+    if (quota !== '') exchange.setHeader('RateLimit', quota);
   }
-  if (mode === 'legacy' || mode === 'both') {
-    const worst = mostRestrictive(decisions);
+  if ((mode === 'legacy' || mode === 'both') && unknown < decisions.length) {
+    const worst = mostRestrictive(unknown === 0 ? decisions : decisions.filter((d) => d.reason !== 'store-unavailable'));
     exchange.setHeader('X-RateLimit-Limit', String(worst.limit));
     exchange.setHeader('X-RateLimit-Remaining', String(worst.remaining));
-    exchange.setHeader('X-RateLimit-Reset', String(secondsUntilMore(worst)));
+    exchange.setHeader('X-RateLimit-Reset', String(secondsUntilReset(worst)));
   }
 }

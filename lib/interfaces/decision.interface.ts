@@ -11,6 +11,13 @@ export interface RateLimitDecision {
   /** Milliseconds until the quota is fully restored. */
   resetMs: number;
   /**
+   * Milliseconds until additional quota is made available — the draft's `t` (the `RateLimit` header): the
+   * soonest time `remaining` grows by at least one unit if nothing else happens. `0` when nothing is used
+   * (the quota is full: nothing more can come). Also set on a rejection (when more quota comes, which for a
+   * request of cost 1 is its `retryAfterMs`); during a lockout, no sooner than the lockout ends.
+   */
+  moreQuotaMs: number;
+  /**
    * `0` when allowed; when rejected, milliseconds until this same request would be allowed if nothing else
    * happened. `Infinity` when it can never be allowed (its cost exceeds the capacity).
    */

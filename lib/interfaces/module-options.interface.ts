@@ -113,6 +113,13 @@ export interface RateLimitModuleOptions {
    * @default 'enforce'
    */
   mode?: 'enforce' | 'shadow';
+  /**
+   * Send the headers of shadow policies (`mode: 'shadow'`, per policy or module-wide) too. Off, a shadow
+   * policy measures silently: it is left out of `RateLimit-Policy`, `RateLimit` and `X-RateLimit-*`, so
+   * that clients never slow down for a limit that is not enforced.
+   * @default false
+   */
+  shadowHeaders?: boolean;
   /** Memory store tuning. */
   memory?: {
     /**

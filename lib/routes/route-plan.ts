@@ -25,7 +25,7 @@ export class PlannedPolicy {
     readonly where: string,
   ) {
     const params = compiled.staticParams;
-    this.staticMember = params && policyMember(compiled.name, params, compiled.algorithm.usesBurst);
+    this.staticMember = params && policyMember(compiled.name, params, compiled.algorithm);
     if (params && compiled.staticCost !== undefined) this.staticRequest = { compiled, params, cost: compiled.staticCost };
   }
 
@@ -69,7 +69,7 @@ export class PlannedPolicy {
     const shape = `${params.limit}/${params.windowMs}/${params.burst}`;
     let member = this.members.get(shape);
     if (member === undefined) {
-      member = policyMember(this.compiled.name, params, this.compiled.algorithm.usesBurst);
+      member = policyMember(this.compiled.name, params, this.compiled.algorithm);
       if (this.members.size >= MAX_MEMBERS) this.members.clear();
       this.members.set(shape, member);
     }
@@ -102,6 +102,29 @@ export interface RoutePlan {
    * and the handler has settled, whichever is later), not only until the socket closed.
    */
   holdsLeases: boolean;
+  /** How long this route's `concurrency` leases are held, when it has any (they are released with the call). */
+  leaseHold: LeaseHoldEstimate | undefined;
+}
+
+/**
+ * A running estimate of how long a route's `concurrency` leases are held, from the leases released so far:
+ * an exponentially weighted moving average (each release weighs 1/4), so it follows a slower or faster
+ * handler within a few calls. A rejection's `Retry-After` is this estimate (capped by the soonest lease
+ * expiry) rather than the lease TTL, as a slot typically frees much sooner. One number, no timers.
+ */
+export class LeaseHoldEstimate {
+  private estimateMs: number | undefined;
+
+  /** The estimate in ms; `undefined` until a lease of the route has been released. */
+  get ms(): number | undefined {
+    return this.estimateMs;
+  }
+
+  /** Takes in one released lease, held `heldMs`. */
+  record(heldMs: number): void {
+    const held = Math.max(heldMs, 0);
+    this.estimateMs = this.estimateMs === undefined ? held : this.estimateMs + (held - this.estimateMs) / 4;
+  }
 }
 
 /** Where a route's policies come from, for the plan's error messages. */
@@ -130,12 +153,14 @@ export function buildRoutePlan({ policies, where, route, scopeKey }: PlanSource,
     return new PlannedPolicy(compilePolicy(policy, registry, at, scopeKey), at);
   });
   assertDistinctNames(planned, where);
+  const holdsLeases = planned.some(({ compiled }) => compiled.algorithm.name === 'concurrency');
   return {
     route,
     policies: planned,
     groups: groupByTracker(planned),
     settles: planned.some(({ compiled }) => compiled.policy.countOnly !== undefined || compiled.algorithm.name === 'concurrency'),
-    holdsLeases: planned.some(({ compiled }) => compiled.algorithm.name === 'concurrency'),
+    holdsLeases,
+    leaseHold: holdsLeases ? new LeaseHoldEstimate() : undefined,
   };
 }
 

@@ -106,7 +106,8 @@ export class MemoryStore implements RateLimitStore {
   ): StoreVerdict {
     const until = this.read(call.blockKey, now) as number | undefined;
     if (until !== undefined && until > now) {
-      return { allowed: false, remaining: 0, resetMs: until - now, retryAfterMs: until - now, delayMs: 0, reason: 1 };
+      const left = until - now;
+      return { allowed: false, remaining: 0, resetMs: left, retryAfterMs: left, delayMs: 0, moreQuotaMs: left, reason: 1 };
     }
     const { algorithm, params, cost } = call;
     const v = algorithm.check(this.read(call.stateKey, now, true), params, cost, now, call.token);
@@ -117,6 +118,7 @@ export class MemoryStore implements RateLimitStore {
       resetMs: v.resetMs,
       retryAfterMs: v.retryAfterMs,
       delayMs: v.delayMs,
+      moreQuotaMs: v.moreQuotaMs,
       reason: 0,
     };
     const capacity = algorithm.usesBurst ? params.burst : params.limit;
@@ -127,6 +129,7 @@ export class MemoryStore implements RateLimitStore {
       this.write(call.blockKey, now + call.blockForMs, call.blockForMs, now);
       verdict.retryAfterMs = Math.max(verdict.retryAfterMs, call.blockForMs);
       verdict.resetMs = Math.max(verdict.resetMs, call.blockForMs);
+      verdict.moreQuotaMs = Math.max(verdict.moreQuotaMs, call.blockForMs);
       verdict.reason = 1;
     }
     if (v.allowed) charges[i] = v;
@@ -138,7 +141,7 @@ export class MemoryStore implements RateLimitStore {
     calls.forEach((call, i) => {
       if (!verdicts[i].allowed) return;
       const v = call.algorithm.check(this.read(call.stateKey, now), call.params, 0, now, call.token);
-      verdicts[i] = { ...verdicts[i], remaining: v.remaining, resetMs: v.resetMs, delayMs: 0 };
+      verdicts[i] = { ...verdicts[i], remaining: v.remaining, resetMs: v.resetMs, delayMs: 0, moreQuotaMs: v.moreQuotaMs };
     });
   }
 

@@ -24,7 +24,7 @@ type Reply = ReadonlyArray<number | string>;
 type ScriptCommand = (...keysAndArgs: Array<string | number | Array<string | number>>) => Promise<unknown>;
 
 const MODE_CODE = { consume: 'c', peek: 'p' } as const;
-const REPLY_PER_CALL = 5;
+const REPLY_PER_CALL = 6;
 const KEYS_PER_CALL = 2;
 /**
  * Most decisions in one batch call. A full batch leaves at once, so Redis decides it while Node is still
@@ -353,7 +353,7 @@ function appendCall(keys: string[], args: string[], calls: readonly RateLimitCal
   args.push(`${json}]`);
 }
 
-/** One decision of a script reply: five integers per policy from `offset` (see algorithms/decide.lua). */
+/** One decision of a script reply: six integers per policy from `offset` (see algorithms/decide.lua). */
 function parseDecision(reply: readonly number[], offset: number, policies: number): StoreDecision {
   const verdicts: StoreVerdict[] = [];
   let allowed = true;
@@ -367,6 +367,7 @@ function parseDecision(reply: readonly number[], offset: number, policies: numbe
       resetMs: reply[b + 2],
       retryAfterMs: reply[b + 3],
       delayMs: reply[b + 4],
+      moreQuotaMs: reply[b + 5],
       reason: (status === 0 ? 0 : status - 1) as VerdictReason,
     });
   }

@@ -294,7 +294,16 @@ export class ResilientStore implements RateLimitStore {
     const verdicts = calls.map((call): StoreVerdict => {
       if (call.fallback === 'insurance') return { ...local!.verdicts[next++], reason: 3 };
       const allowed = call.fallback === 'fail-open';
-      return { allowed, remaining: allowed ? call.params.limit : 0, resetMs: 0, retryAfterMs: allowed ? 0 : 1_000, delayMs: 0, reason: 3 };
+      const retryAfterMs = allowed ? 0 : 1_000;
+      return {
+        allowed,
+        remaining: allowed ? call.params.limit : 0,
+        resetMs: 0,
+        retryAfterMs,
+        delayMs: 0,
+        moreQuotaMs: retryAfterMs,
+        reason: 3,
+      };
     });
     return { nowMs: this.clock(), allowed: verdicts.every((v) => v.allowed), verdicts };
   }

@@ -135,6 +135,8 @@ export class SheddingStore implements RateLimitStore {
         ...v,
         resetMs: Math.max(Math.ceil(v.resetMs - elapsed), 0),
         retryAfterMs: v.allowed || v.retryAfterMs < 0 ? v.retryAfterMs : Math.max(Math.ceil(v.retryAfterMs - elapsed), 1),
+        // Counted down like the retry, never to 0 ("nothing used") while the remembered verdict stands.
+        moreQuotaMs: v.moreQuotaMs > 0 ? Math.max(Math.ceil(v.moreQuotaMs - elapsed), 1) : 0,
       })),
     };
   }

@@ -42,6 +42,8 @@ export interface StoreVerdict {
   resetMs: number;
   retryAfterMs: number;
   delayMs: number;
+  /** Ms until more quota is made available (see {@link RateLimitDecision.moreQuotaMs}). */
+  moreQuotaMs: number;
   reason: VerdictReason;
 }
 

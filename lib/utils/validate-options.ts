@@ -13,6 +13,7 @@ const KNOWN_OPTIONS = new Set([
   'userFunctionTimeoutMs',
   'registerGuard',
   'mode',
+  'shadowHeaders',
   'memory',
   'ipv6Subnet',
   'errorMessage',
@@ -60,6 +61,9 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   oneOf('mode', mode, ['enforce', 'shadow']);
   if (options.batchDecisions !== undefined && typeof options.batchDecisions !== 'boolean') {
     throw fail(`batchDecisions: ${describeValue(options.batchDecisions)} must be true or false.`);
+  }
+  if (options.shadowHeaders !== undefined && typeof options.shadowHeaders !== 'boolean') {
+    throw fail(`shadowHeaders: ${describeValue(options.shadowHeaders)} must be true or false.`);
   }
   for (const [field, value] of [
     ['storeTimeoutMs', storeTimeoutMs],

@@ -137,6 +137,12 @@ describe.each(ADAPTERS)('bootstrap validation on %s', (adapter) => {
     );
   });
 
+  it('rejects a shadowHeaders that is not a boolean', async () => {
+    await expect(boot([], { shadowHeaders: 'yes' as never })).rejects.toThrow(
+      `RateLimitModule options: shadowHeaders: "yes" must be true or false.`,
+    );
+  });
+
   it('rejects deadlines that are not whole milliseconds', async () => {
     await expect(boot([], { userFunctionTimeoutMs: 0 })).rejects.toThrow(
       `RateLimitModule options: userFunctionTimeoutMs: 0 must be a whole number of milliseconds ≥ 1.`,

@@ -8,6 +8,7 @@
  */
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { secondsUntilMore } from '../../lib/http/rate-limit-headers';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
@@ -382,5 +383,91 @@ describe('algorithm specifics on Redis', () => {
     const { retryAfterMs: untilSecond } = await limiter.consume(policy, 'k');
     await sleep(untilSecond + 3);
     expect(await limiter.consume(policy, 'k')).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
+
+describe('moreQuotaMs on Redis: when remaining next grows (the RateLimit header t)', () => {
+  /** The server times of the last `n` decisions, oldest first. */
+  const times = (n: number) => Array.from({ length: n }, (_, i) => recorder.nowOf(n - i));
+
+  it('sliding-log 5 per 10 s, hits spread out: t is when the oldest entry ages out, not the full reset', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'sliding-log', limit: 5, window: 10_000 };
+    await limiter.consume(policy, 'k');
+    await sleep(30);
+    await limiter.consume(policy, 'k');
+    await sleep(30);
+    const d = await limiter.consume(policy, 'k');
+    const [first, , last] = times(3);
+    expect(d).toMatchObject({ remaining: 2, resetMs: 10_000, moreQuotaMs: first + 10_000 - last });
+    expect(d.moreQuotaMs).toBeLessThan(10_000 - 50);
+    expect(secondsUntilMore(d)).toBe(Math.ceil((first + 10_000 - last) / 1000));
+  });
+
+  it.each(['token-bucket', 'gcra', 'leaky-bucket'] as const)(
+    '%s 1/s burst 10 after 3 hits: r=7, t=1 (the next unit)',
+    async (algorithm) => {
+      const policy: RateLimitPolicy = { algorithm, limit: 1, window: 1000, burst: 10, delay: false };
+      const d = await burst(3, () => limiter.consume(policy, 'k'));
+      const [first, , last] = times(3);
+      // 3 units taken, (last − first) ms of refill since: the next whole unit is (last − first) ms closer.
+      expect(d[2]).toMatchObject({ allowed: true, remaining: 7, moreQuotaMs: 1000 - (last - first) });
+      expect(secondsUntilMore(d[2])).toBe(1);
+    },
+  );
+
+  it('fixed-window: the window end, on the rejection too', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 2, window: W };
+    await startOfWindow();
+    const d = await burst(3, () => limiter.consume(policy, 'k'));
+    times(3).forEach((now, i) => expect(d[i].moreQuotaMs).toBe((Math.floor(now / W) + 1) * W - now));
+    expect(d[2]).toMatchObject({ allowed: false, moreQuotaMs: d[2].retryAfterMs });
+  });
+
+  it('sliding-window 5 per 400 ms, 5 hits in one window: t is when 5·(W−e)/W ≤ 4 in the next one (e ≥ 80 ms)', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'sliding-window', limit: 5, window: W };
+    await startOfWindow();
+    const d = await burst(5, () => limiter.consume(policy, 'k'));
+    const now = recorder.nowOf();
+    expect(d[4]).toMatchObject({ remaining: 0, moreQuotaMs: (Math.floor(now / W) + 1) * W + 80 - now });
+    expect(d[4].moreQuotaMs).toBeLessThan(d[4].resetMs);
+    await sleep(d[4].moreQuotaMs + 3);
+    expect((await limiter.peek(policy, 'k')).remaining).toBe(1);
+  });
+
+  it('concurrency: the soonest lease expiry; 0 when none is held', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'concurrency', limit: 3, window: 10_000 };
+    expect(await limiter.peek(policy, 'k')).toMatchObject({ remaining: 3, moreQuotaMs: 0 });
+    await limiter.consume(policy, 'k');
+    await sleep(30);
+    const d = await limiter.consume(policy, 'k');
+    const [first, last] = times(2);
+    expect(d).toMatchObject({ remaining: 1, resetMs: 10_000, moreQuotaMs: first + 10_000 - last });
+  });
+
+  it('concurrency: a renewal moves the renewed lease, so the soonest expiry becomes the other one', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'concurrency', limit: 2, window: 10_000 };
+    const a = await limiter.lease(policy, 'k');
+    await sleep(30);
+    await limiter.lease(policy, 'k');
+    const secondAt = recorder.nowOf();
+    await sleep(30);
+    expect(await a.extend()).toBe(true);
+    // The renewal's own verdict (its moreQuotaMs measured by the commit, after the move) is replayed on the twin
+    // in afterEach; the key now says the same.
+    const renewal = recorder.log[recorder.log.length - 1];
+    expect(renewal.kind === 'decide' && renewal.result.verdicts[0].moreQuotaMs).toBe(secondAt + 10_000 - recorder.nowOf());
+    const d = await limiter.peek(policy, 'k');
+    expect(d).toMatchObject({ remaining: 0, moreQuotaMs: secondAt + 10_000 - recorder.nowOf() });
+  });
+
+  it('a lockout: until it ends, both on the rejection that starts it and on the ones it rejects', async () => {
+    const policy: RateLimitPolicy = { algorithm: 'gcra', limit: 1, window: 10_000, blockFor: 20_000 };
+    const d = await burst(2, () => limiter.consume(policy, 'k'));
+    expect(d[1]).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 20_000, moreQuotaMs: 20_000 });
+    const startedAt = recorder.nowOf();
+    await sleep(20);
+    const blocked = await limiter.consume(policy, 'k');
+    expect(blocked).toMatchObject({ allowed: false, moreQuotaMs: startedAt + 20_000 - recorder.nowOf() });
+    expect(blocked.moreQuotaMs).toBe(blocked.retryAfterMs);
   });
 });

@@ -119,7 +119,7 @@ describe('npm run build', () => {
       service: 'function',
       names: ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra', 'leaky-bucket', 'concurrency'],
       luaBytes: true,
-      d: { allowed: true, policy: 'default', limit: 2, remaining: 1, resetMs: 500, retryAfterMs: 0 },
+      d: { allowed: true, policy: 'default', limit: 2, remaining: 1, resetMs: 500, moreQuotaMs: 500, retryAfterMs: 0 },
     });
   });
 

@@ -166,7 +166,7 @@ function difference(specs: PolicySpec[], fromRedis: StoreDecision, fromMemory: S
   if (fromMemory.nowMs !== fromRedis.nowMs) return 'nowMs';
   if (fromMemory.allowed !== fromRedis.allowed) return 'allowed';
   for (let j = 0; j < fromRedis.verdicts.length; j++) {
-    for (const field of ['allowed', 'remaining', 'resetMs', 'retryAfterMs', 'delayMs', 'reason'] as const) {
+    for (const field of ['allowed', 'remaining', 'resetMs', 'moreQuotaMs', 'retryAfterMs', 'delayMs', 'reason'] as const) {
       if (fromRedis.verdicts[j][field] !== fromMemory.verdicts[j][field]) return `policy ${j} (${specs[j].algorithm}) ${field}`;
     }
   }

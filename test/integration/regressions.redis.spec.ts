@@ -115,7 +115,15 @@ describe('1. fixed window INCR + EXPIRE: no immortal key, sub-second windows', (
     // The wait is the longer of the lockout and the window's own end.
     const windowEnds = (Math.floor(rejected.nowMs / 60_000) + 1) * 60_000 - rejected.nowMs;
     const wait = Math.max(30_000, windowEnds);
-    expect(rejected.verdicts[0]).toEqual({ allowed: false, remaining: 0, resetMs: wait, retryAfterMs: wait, delayMs: 0, reason: 1 });
+    expect(rejected.verdicts[0]).toEqual({
+      allowed: false,
+      remaining: 0,
+      resetMs: wait,
+      moreQuotaMs: wait,
+      retryAfterMs: wait,
+      delayMs: 0,
+      reason: 1,
+    });
     expect(await admin.pttl(trackerKeyPrefix('rl', tracker) + 'svc:locked:b')).toBeLessThanOrEqual(30_000);
     // A refund of each.
     for (const algorithm of ALGORITHMS) {
@@ -179,7 +187,15 @@ describe('1. fixed window INCR + EXPIRE: no immortal key, sub-second windows', (
       await untilServerMs(last + bound + 1);
       expect(await admin.exists(keys[0].key)).toBe(0);
       const after = await decide([policy], tracker, 'peek', 0);
-      expect(after.verdicts[0]).toEqual({ allowed: true, remaining: 3, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: 0 });
+      expect(after.verdicts[0]).toEqual({
+        allowed: true,
+        remaining: 3,
+        resetMs: 0,
+        moreQuotaMs: 0,
+        retryAfterMs: 0,
+        delayMs: 0,
+        reason: 0,
+      });
     },
   );
 });
@@ -245,6 +261,7 @@ describe('2. sliding log', () => {
         allowed: false,
         remaining: 0,
         resetMs: admitted[2] + 300 - d.nowMs,
+        moreQuotaMs: admitted[0] + 300 - d.nowMs,
         retryAfterMs: admitted[0] + 300 - d.nowMs,
         delayMs: 0,
         reason: 0,
@@ -257,7 +274,15 @@ describe('2. sliding log', () => {
     // One window after the last admitted request the whole quota is back (logged rejections would still block).
     await untilServerMs(admitted[2] + 301);
     const back = await decide([policy], tracker, 'consume', 3);
-    expect(back.verdicts[0]).toEqual({ allowed: true, remaining: 0, resetMs: 300, retryAfterMs: 0, delayMs: 0, reason: 0 });
+    expect(back.verdicts[0]).toEqual({
+      allowed: true,
+      remaining: 0,
+      resetMs: 300,
+      moreQuotaMs: 300,
+      retryAfterMs: 0,
+      delayMs: 0,
+      reason: 0,
+    });
   });
 
   test('a refund of cost 0 gives nothing back and does not fail the script (the other policies of the call are refunded)', async () => {
@@ -296,13 +321,22 @@ describe('3. token bucket', () => {
     const policy: RateLimitPolicy = { algorithm: 'token-bucket', limit: 2, window: 60_000 };
     const tracker = freshTracker('tb-check');
     const full = await decide([policy], tracker, 'consume', 2);
-    expect(full.verdicts[0]).toEqual({ allowed: true, remaining: 0, resetMs: 60_000, retryAfterMs: 0, delayMs: 0, reason: 0 });
+    expect(full.verdicts[0]).toEqual({
+      allowed: true,
+      remaining: 0,
+      resetMs: 60_000,
+      moreQuotaMs: 30_000,
+      retryAfterMs: 0,
+      delayMs: 0,
+      reason: 0,
+    });
     const empty = await decide([policy], tracker);
     const el = empty.nowMs - full.nowMs;
     expect(empty.verdicts[0]).toEqual({
       allowed: false,
       remaining: 0,
       resetMs: ceilDiv(120_000 - 2 * el, 2),
+      moreQuotaMs: ceilDiv(60_000 - 2 * el, 2),
       retryAfterMs: ceilDiv(60_000 - 2 * el, 2),
       delayMs: 0,
       reason: 0,
@@ -327,6 +361,7 @@ describe('3. token bucket', () => {
           allowed: true,
           remaining: Math.floor((Math.min(3 * el, 3000) - 1000) / 1000),
           resetMs: ceilDiv(Math.max(3000 - 3 * el, 0) + 1000, 3),
+          moreQuotaMs: ceilDiv(1000 - ((Math.min(3 * el, 3000) - 1000) % 1000), 3),
           retryAfterMs: 0,
           delayMs: 0,
           reason: 0,
@@ -337,6 +372,7 @@ describe('3. token bucket', () => {
         allowed: false,
         remaining: 0,
         resetMs: ceilDiv(3000 - 3 * el, 3),
+        moreQuotaMs: 334 - el,
         retryAfterMs: 334 - el,
         delayMs: 0,
         reason: 0,
@@ -486,6 +522,7 @@ describe('6. service sanity on the same server', () => {
       limit: 2,
       remaining: 1,
       resetMs: 30_000,
+      moreQuotaMs: 30_000,
       retryAfterMs: 0,
     });
   });

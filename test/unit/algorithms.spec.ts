@@ -28,6 +28,9 @@ interface AlgorithmCase {
   algorithm: RateLimitAlgorithmName;
   /** resetMs of the 1st…4th consume, all at T0 + 250. */
   resets: number[];
+  /** moreQuotaMs (when `remaining` next grows) of the 1st…4th consume, and of the 5th (rejected). */
+  mores: number[];
+  rejectedMore: number;
   /** resetMs and retryAfterMs of the 5th (rejected) consume, same instant. */
   rejectedReset: number;
   retry: number;
@@ -41,18 +44,67 @@ interface AlgorithmCase {
 
 const CASES: AlgorithmCase[] = [
   // Window [T0, T0+1000): 750 ms left of it.
-  { algorithm: 'fixed-window', resets: [750, 750, 750, 750], rejectedReset: 750, retry: 750, costRetry: 750, almostFull: 0 },
+  {
+    algorithm: 'fixed-window',
+    resets: [750, 750, 750, 750],
+    mores: [750, 750, 750, 750],
+    rejectedMore: 750,
+    rejectedReset: 750,
+    retry: 750,
+    costRetry: 750,
+    almostFull: 0,
+  },
   // Counts matter until the end of the next window (T0+2000). Retry: next window, 4·(1000−e) + 1000 ≤ 4000 ⇔ e ≥ 250.
   // Cost 3 then 2: 3·(1000−e) + 2000 ≤ 4000 ⇔ e ≥ 334 → T0+1334.
-  { algorithm: 'sliding-window', resets: [1750, 1750, 1750, 1750], rejectedReset: 1750, retry: 1000, costRetry: 1084, almostFull: 3 },
+  // More after k hits (remaining 4−k): k·(1000−e) ≤ (k−1)·1000 in the next window ⇔ e ≥ 1000 − ⌊(k−1)·1000/k⌋:
+  // e = 1000 (k = 1: only once the count is gone), 500, 334, 250.
+  {
+    algorithm: 'sliding-window',
+    resets: [1750, 1750, 1750, 1750],
+    mores: [1750, 1250, 1084, 1000],
+    rejectedMore: 1000,
+    rejectedReset: 1750,
+    retry: 1000,
+    costRetry: 1084,
+    almostFull: 3,
+  },
   // Every entry is at T0+250 and leaves the log at T0+1250.
-  { algorithm: 'sliding-log', resets: [1000, 1000, 1000, 1000], rejectedReset: 1000, retry: 1000, costRetry: 1000, almostFull: 0 },
+  {
+    algorithm: 'sliding-log',
+    resets: [1000, 1000, 1000, 1000],
+    mores: [1000, 1000, 1000, 1000],
+    rejectedMore: 1000,
+    rejectedReset: 1000,
+    retry: 1000,
+    costRetry: 1000,
+    almostFull: 0,
+  },
   // One unit refills every 250 ms.
-  { algorithm: 'token-bucket', resets: [250, 500, 750, 1000], rejectedReset: 1000, retry: 250, costRetry: 250, almostFull: 3 },
-  { algorithm: 'gcra', resets: [250, 500, 750, 1000], rejectedReset: 1000, retry: 250, costRetry: 250, almostFull: 3 },
+  {
+    algorithm: 'token-bucket',
+    resets: [250, 500, 750, 1000],
+    mores: [250, 250, 250, 250],
+    rejectedMore: 250,
+    rejectedReset: 1000,
+    retry: 250,
+    costRetry: 250,
+    almostFull: 3,
+  },
+  {
+    algorithm: 'gcra',
+    resets: [250, 500, 750, 1000],
+    mores: [250, 250, 250, 250],
+    rejectedMore: 250,
+    rejectedReset: 1000,
+    retry: 250,
+    costRetry: 250,
+    almostFull: 3,
+  },
   {
     algorithm: 'leaky-bucket',
     resets: [250, 500, 750, 1000],
+    mores: [250, 250, 250, 250],
+    rejectedMore: 250,
     rejectedReset: 1000,
     retry: 250,
     costRetry: 250,
@@ -60,7 +112,16 @@ const CASES: AlgorithmCase[] = [
     delays: [0, 250, 500, 750],
   },
   // Leases taken at T0+250 expire at T0+1250.
-  { algorithm: 'concurrency', resets: [1000, 1000, 1000, 1000], rejectedReset: 1000, retry: 1000, costRetry: 1000, almostFull: 0 },
+  {
+    algorithm: 'concurrency',
+    resets: [1000, 1000, 1000, 1000],
+    mores: [1000, 1000, 1000, 1000],
+    rejectedMore: 1000,
+    rejectedReset: 1000,
+    retry: 1000,
+    costRetry: 1000,
+    almostFull: 0,
+  },
 ];
 
 describe.each(CASES)('$algorithm (limit 4 per 1000 ms)', (c) => {
@@ -76,21 +137,23 @@ describe.each(CASES)('$algorithm (limit 4 per 1000 ms)', (c) => {
     h.at(T0 + 250);
   });
 
-  const allowed = (remaining: number, resetMs: number, delayMs?: number): RateLimitDecision => ({
+  const allowed = (remaining: number, resetMs: number, moreQuotaMs: number, delayMs?: number): RateLimitDecision => ({
     allowed: true,
     policy: 'default',
     limit: L,
     remaining,
     resetMs,
+    moreQuotaMs,
     retryAfterMs: 0,
     ...(leaky ? { delayMs } : {}),
   });
-  const rejected = (remaining: number, resetMs: number, retryAfterMs: number): RateLimitDecision => ({
+  const rejected = (remaining: number, resetMs: number, retryAfterMs: number, moreQuotaMs: number): RateLimitDecision => ({
     allowed: false,
     policy: 'default',
     limit: L,
     remaining,
     resetMs,
+    moreQuotaMs,
     retryAfterMs,
     ...(leaky ? { delayMs: 0 } : {}),
   });
@@ -98,11 +161,11 @@ describe.each(CASES)('$algorithm (limit 4 per 1000 ms)', (c) => {
   it('limit−1 and limit are allowed with exact remaining/resetMs; limit+1 is rejected with exact retryAfterMs', async () => {
     const decisions = await times(L + 1, () => consume());
     expect(decisions).toStrictEqual([
-      allowed(3, c.resets[0], c.delays?.[0]),
-      allowed(2, c.resets[1], c.delays?.[1]),
-      allowed(1, c.resets[2], c.delays?.[2]),
-      allowed(0, c.resets[3], c.delays?.[3]),
-      rejected(0, c.rejectedReset, c.retry),
+      allowed(3, c.resets[0], c.mores[0], c.delays?.[0]),
+      allowed(2, c.resets[1], c.mores[1], c.delays?.[1]),
+      allowed(1, c.resets[2], c.mores[2], c.delays?.[2]),
+      allowed(0, c.resets[3], c.mores[3], c.delays?.[3]),
+      rejected(0, c.rejectedReset, c.retry, c.rejectedMore),
     ]);
   });
 
@@ -172,9 +235,9 @@ describe.each(CASES)('$algorithm (limit 4 per 1000 ms)', (c) => {
     for (const p of peeks) expect(p).toMatchObject({ allowed: true, remaining: 2, retryAfterMs: 0 });
     expect((await consume()).remaining).toBe(1);
     expect((await consume()).remaining).toBe(0);
-    expect(await peek()).toStrictEqual(rejected(0, c.rejectedReset, c.retry));
-    expect(await peek()).toStrictEqual(rejected(0, c.rejectedReset, c.retry));
-    expect(await consume()).toStrictEqual(rejected(0, c.rejectedReset, c.retry));
+    expect(await peek()).toStrictEqual(rejected(0, c.rejectedReset, c.retry, c.rejectedMore));
+    expect(await peek()).toStrictEqual(rejected(0, c.rejectedReset, c.retry, c.rejectedMore));
+    expect(await consume()).toStrictEqual(rejected(0, c.rejectedReset, c.retry, c.rejectedMore));
   });
 
   it('reset restores the full quota', async () => {
@@ -182,7 +245,7 @@ describe.each(CASES)('$algorithm (limit 4 per 1000 ms)', (c) => {
     expect((await consume()).allowed).toBe(false);
     await h.limiter.reset(policy, 'alice');
     expect(h.store.size).toBe(0);
-    expect(await consume()).toStrictEqual(allowed(3, c.resets[0], c.delays?.[0]));
+    expect(await consume()).toStrictEqual(allowed(3, c.resets[0], c.mores[0], c.delays?.[0]));
   });
 
   it('two keys (and two policy names on one key) never interfere', async () => {
@@ -415,7 +478,15 @@ describe('leaky-bucket shaping', () => {
   it('delay: false makes it a pure meter (no delayMs); other algorithms never report delayMs', async () => {
     const h = memoryHarness();
     const meter = await h.limiter.consume({ algorithm: 'leaky-bucket', limit: 10, window: W, delay: false }, 'k');
-    expect(meter).toStrictEqual({ allowed: true, policy: 'default', limit: 10, remaining: 9, resetMs: 100, retryAfterMs: 0 });
+    expect(meter).toStrictEqual({
+      allowed: true,
+      policy: 'default',
+      limit: 10,
+      remaining: 9,
+      resetMs: 100,
+      moreQuotaMs: 100,
+      retryAfterMs: 0,
+    });
     const fw = await h.limiter.consume({ algorithm: 'fixed-window', limit: 10, window: W }, 'k');
     expect('delayMs' in fw).toBe(false);
   });

@@ -111,18 +111,52 @@ describe('gcra and token-bucket decide identically with the same limit, window a
       const decide = async (cost: number) =>
         (await engine.decide(prefix, [{ compiled, params: compiled.staticParams!, cost }], 'consume')).decisions[0];
       clock = 1_000_000;
-      expect(await decide(3)).toEqual({ allowed: true, policy: 'default', limit: 3, remaining: 0, resetMs: 1000, retryAfterMs: 0 });
-      expect(await decide(1)).toEqual({ allowed: false, policy: 'default', limit: 3, remaining: 0, resetMs: 1000, retryAfterMs: 334 });
+      expect(await decide(3)).toEqual({
+        allowed: true,
+        policy: 'default',
+        limit: 3,
+        remaining: 0,
+        resetMs: 1000,
+        moreQuotaMs: 334,
+        retryAfterMs: 0,
+      });
+      expect(await decide(1)).toEqual({
+        allowed: false,
+        policy: 'default',
+        limit: 3,
+        remaining: 0,
+        resetMs: 1000,
+        moreQuotaMs: 334,
+        retryAfterMs: 334,
+      });
       clock += 333;
-      expect(await decide(1)).toEqual({ allowed: false, policy: 'default', limit: 3, remaining: 0, resetMs: 667, retryAfterMs: 1 });
+      expect(await decide(1)).toEqual({
+        allowed: false,
+        policy: 'default',
+        limit: 3,
+        remaining: 0,
+        resetMs: 667,
+        moreQuotaMs: 1,
+        retryAfterMs: 1,
+      });
       clock += 1;
-      expect(await decide(1)).toEqual({ allowed: true, policy: 'default', limit: 3, remaining: 0, resetMs: 1000, retryAfterMs: 0 });
+      // The next unit after a debt of 2998 of 3000: 998 scaled units to refill at 3 per ms.
+      expect(await decide(1)).toEqual({
+        allowed: true,
+        policy: 'default',
+        limit: 3,
+        remaining: 0,
+        resetMs: 1000,
+        moreQuotaMs: 333,
+        retryAfterMs: 0,
+      });
       expect(await decide(4)).toEqual({
         allowed: false,
         policy: 'default',
         limit: 3,
         remaining: 0,
         resetMs: 1000,
+        moreQuotaMs: 333,
         retryAfterMs: Infinity,
         reason: 'cost-exceeds-capacity',
       });

@@ -3,7 +3,9 @@ import { RateLimitEvents, type RateLimitDecisionEvent } from '../../lib';
 
 const event = (allowed: boolean): RateLimitDecisionEvent => ({
   allowed,
-  decisions: [{ allowed, policy: 'default', limit: 1, remaining: 0, resetMs: 1_000, retryAfterMs: allowed ? 0 : 1_000 }],
+  decisions: [
+    { allowed, policy: 'default', limit: 1, remaining: 0, resetMs: 1_000, moreQuotaMs: 1_000, retryAfterMs: allowed ? 0 : 1_000 },
+  ],
   durationMs: 0.5,
 });
 

@@ -34,6 +34,7 @@ class FakeStore implements RateLimitStore {
         resetMs: 1_000,
         retryAfterMs: 0,
         delayMs: 0,
+        moreQuotaMs: 1_000,
         reason: 0 as const,
       })),
     }));
@@ -132,7 +133,15 @@ describe('deadline', () => {
     fake.slowMs = 20;
     const store = resilient(fake);
     const result = await engineOver(store, 'fail-closed').decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
-    expect(result.decisions[0]).toEqual({ allowed: true, policy: 'default', limit: 10, remaining: 9, resetMs: 1_000, retryAfterMs: 0 });
+    expect(result.decisions[0]).toEqual({
+      allowed: true,
+      policy: 'default',
+      limit: 10,
+      remaining: 9,
+      resetMs: 1_000,
+      moreQuotaMs: 1_000,
+      retryAfterMs: 0,
+    });
     await store.close();
   });
 
@@ -206,6 +215,7 @@ describe('fallbacks', () => {
       limit: 10,
       remaining: 10,
       resetMs: 0,
+      moreQuotaMs: 0,
       retryAfterMs: 0,
       reason: 'store-unavailable',
     });
@@ -221,6 +231,7 @@ describe('fallbacks', () => {
       limit: 10,
       remaining: 0,
       resetMs: 0,
+      moreQuotaMs: 1_000,
       retryAfterMs: 1_000,
       reason: 'store-unavailable',
     });
@@ -309,7 +320,15 @@ describe('circuit', () => {
     expect(fake.decides).toBe(2);
 
     now = 1_000_000 + 250;
-    expect(await decide()).toEqual({ allowed: true, policy: 'default', limit: 10, remaining: 9, resetMs: 1_000, retryAfterMs: 0 });
+    expect(await decide()).toEqual({
+      allowed: true,
+      policy: 'default',
+      limit: 10,
+      remaining: 9,
+      resetMs: 1_000,
+      moreQuotaMs: 1_000,
+      retryAfterMs: 0,
+    });
     expect(fake.decides).toBe(3);
     now += 1;
     await decide();

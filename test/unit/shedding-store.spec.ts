@@ -19,6 +19,7 @@ class RejectingStore implements RateLimitStore {
       resetMs: 1_000,
       retryAfterMs: 1_000,
       delayMs: 0,
+      moreQuotaMs: 1_000,
       reason: 0 as const,
     }));
     return { nowMs: 0, allowed: false, verdicts };
@@ -134,6 +135,7 @@ describe('SheddingStore and concurrency leases', () => {
       resetMs: 5_000,
       retryAfterMs: allowed ? 0 : 5_000,
       delayMs: 0,
+      moreQuotaMs: 5_000,
       reason,
     });
     const answers = [verdict(true, 3), verdict(true, 3), verdict(false, 0), verdict(false, 0)];
@@ -168,7 +170,7 @@ describe('LocalLeases', () => {
   const allowed: StoreDecision = {
     nowMs: 0,
     allowed: true,
-    verdicts: [{ allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: 0 }],
+    verdicts: [{ allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, moreQuotaMs: 0, reason: 0 }],
   };
 
   it('holds about `limit` leases per key: leases never released are dropped once expired', () => {
@@ -315,7 +317,7 @@ describe('SheddingStore: a remembered rejection answers only what it answers exa
     answers[0]({
       nowMs: 10_000,
       allowed: false,
-      verdicts: [{ allowed: false, remaining: 0, resetMs: 2_000, retryAfterMs: 2_000, delayMs: 0, reason: 0 }],
+      verdicts: [{ allowed: false, remaining: 0, resetMs: 2_000, retryAfterMs: 2_000, delayMs: 0, moreQuotaMs: 2_000, reason: 0 }],
     });
     await rejection;
     expect(store.decideSync(calls, 'consume')).toMatchObject({ allowed: false });
