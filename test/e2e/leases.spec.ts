@@ -67,18 +67,26 @@ describe.each(MATRIX)('concurrency leases under client aborts on $adapter with t
     await redis.stop();
   });
 
-  /** One request on its own connection; `abortAfterMs` destroys it that long after it was sent. Resolves with the status, or 0 when aborted. */
-  const send = (abortAfterMs?: number, path = '/work') =>
-    new Promise<number>((resolve) => {
-      const req = httpRequest({ host: '127.0.0.1', port, path, agent: false, headers: abortAfterMs ? { 'x-abort': '1' } : {} });
+  /** One request on its own connection that the client may abandon (`abort`); its status, or 0 when aborted. */
+  const open = (path: string, abandons: boolean) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, agent: false, headers: abandons ? { 'x-abort': '1' } : {} });
+    const status = new Promise<number>((resolve) => {
       req.on('response', (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode ?? 0));
       });
       req.on('error', () => resolve(0));
-      req.end();
-      if (abortAfterMs !== undefined) setTimeout(() => req.destroy(), abortAfterMs);
     });
+    req.end();
+    return { status, abort: () => req.destroy() };
+  };
+
+  /** One request; `abortAfterMs` destroys it that long after it was sent. */
+  const send = (abortAfterMs?: number, path = '/work') => {
+    const request = open(path, abortAfterMs !== undefined);
+    if (abortAfterMs !== undefined) setTimeout(request.abort, abortAfterMs);
+    return request.status;
+  };
 
   /** Waits until `predicate` holds (polling), failing after 2 s. */
   const until = async (predicate: () => boolean) => {
@@ -111,8 +119,14 @@ describe.each(MATRIX)('concurrency leases under client aborts on $adapter with t
   it(`never runs more than ${LIMIT} handlers at once, however many clients abort`, async () => {
     const inside = app.get(Inside);
     const pending: Array<Promise<number>> = [];
-    // First five clients take every lease and go away after 5 ms, while their handlers keep running.
-    for (let i = 0; i < LIMIT; i++) pending.push(send(5));
+    // First five clients take every lease and go away once their handlers run (so at least five handlers
+    // outlive their clients, however slow the machine).
+    const first = Array.from({ length: LIMIT }, () => open('/work', true));
+    await until(() => inside.admitted === LIMIT);
+    for (const request of first) {
+      request.abort();
+      pending.push(request.status);
+    }
     // Then 400 more over ~800 ms, one in five aborting after 5 ms.
     for (let batch = 0; batch < 40; batch++) {
       await sleep(20);
@@ -122,7 +136,7 @@ describe.each(MATRIX)('concurrency leases under client aborts on $adapter with t
     for (const started = Date.now(); inside.running > 0 && Date.now() - started < 2_000;) await sleep(10);
     const count = (status: number) => statuses.filter((s) => s === status).length;
     console.log(
-      `${adapter}/${store}: ${pending.length} requests (${LIMIT + 80} aborted after 5 ms): at most ${inside.max} handlers at once; ` +
+      `${adapter}/${store}: ${pending.length} requests (${LIMIT} abandoned once admitted, 80 aborted after 5 ms): at most ${inside.max} handlers at once; ` +
         `${inside.admitted} admitted (${inside.abandoned} of them abandoned by their client), ${count(200)} × 200, ${count(429)} × 429`,
     );
     expect(inside.abandoned).toBeGreaterThanOrEqual(LIMIT);
