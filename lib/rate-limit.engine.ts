@@ -143,8 +143,12 @@ export class RateLimitEngine {
   }
 
   private toEngineDecision(requests: readonly PolicyRequest[], calls: RateLimitCall[], result: StoreDecision): EngineDecision {
-    const decisions = result.verdicts.map((verdict, i) => toDecision(requests[i], verdict));
-    return { allowed: result.allowed, decisions, calls };
+    return { allowed: result.allowed, decisions: this.toDecisions(requests, result.verdicts), calls };
+  }
+
+  /** Public decisions for store verdicts, one per request. */
+  toDecisions(requests: readonly PolicyRequest[], verdicts: readonly StoreVerdict[]): RateLimitDecision[] {
+    return verdicts.map((verdict, i) => toDecision(requests[i], verdict));
   }
 }
 

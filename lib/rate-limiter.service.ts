@@ -13,6 +13,7 @@ import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from './utils/compile-policy';
 import { trackerKeyPrefixes } from './utils/keys';
 import { describeValue } from './utils/describe-value';
+import { penalizeIn } from './stores/store-health';
 import type { StringMemo } from './utils/string-memo';
 
 /** Options of one programmatic decision. */
@@ -122,7 +123,29 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * never have been taken; other values reject with a RateLimitConfigError.
    */
   async refund(policy: RateLimitPolicy, key: string, cost = 1): Promise<void> {
-    await this.engine.refund(this.engine.calls(this.trackerPrefix(key), [this.refundRequest(policy, cost)]));
+    await this.engine.refund(this.engine.calls(this.trackerPrefix(key), [this.boundedRequest('refund', policy, cost)]));
+  }
+
+  /**
+   * Charges `cost` units to `key` under `policy` whatever its counter says (a penalty: a failed login, abuse
+   * detected after the fact), atomically, in one store call; the counter may go past the limit, so the key
+   * waits longer. Resolves with the decision after the charge, as a {@link peek} of one unit reports it:
+   * `allowed` when one more unit fits now, else `retryAfterMs` until it does; `remaining` counts the penalty. `cost` is a whole number from 1 to the policy's
+   * capacity (`burst` for the bucket algorithms, `limit` otherwise) — a larger penalty is a lockout, which
+   * {@link block} expresses exactly; `concurrency` takes leases, not penalties.
+   * @example await limiter.penalty(loginPolicy, username, 3);
+   */
+  async penalty(policy: RateLimitPolicy, key: string, cost = 1): Promise<RateLimitDecision> {
+    const request = this.boundedRequest('penalty', policy, cost);
+    if (request.compiled.algorithm.name === 'concurrency') {
+      throw new RateLimitConfigError(
+        `penalty: policy '${request.compiled.name}' uses 'concurrency', which takes leases; penalties need a counter.`,
+      );
+    }
+    const calls = this.engine.calls(this.trackerPrefix(key), [request]);
+    const { verdicts } = await penalizeIn(this.engine.store, calls);
+    this.assertOpen();
+    return this.engine.toDecisions([request], verdicts)[0];
   }
 
   /** Locks `key` out of `policy` for `duration` from now (the store's clock), whatever its counter says. */
@@ -308,15 +331,18 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     return verdicts[0].allowed;
   }
 
-  /** A refund's request: its cost is a whole number from 1 to the policy's capacity (more can never have been taken). */
-  private refundRequest(policy: RateLimitPolicy, cost: number): PolicyRequest {
+  /**
+   * A refund's or a penalty's request: its cost is a whole number from 1 to the policy's capacity (more can
+   * never have been taken; more as a penalty is a lockout).
+   */
+  private boundedRequest(what: 'refund' | 'penalty', policy: RateLimitPolicy, cost: number): PolicyRequest {
     const request = this.request(policy, 0);
     const { compiled, params } = request;
     const bound = compiled.algorithm.usesBurst ? 'burst' : 'limit';
     const capacity = params[bound];
     if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1 || cost > capacity) {
       throw new RateLimitConfigError(
-        `refund: cost: ${describeValue(cost)} must be a whole number from 1 to ${capacity} (the ${bound} of policy '${compiled.name}': more can never have been taken).`,
+        `${what}: cost: ${describeValue(cost)} must be a whole number from 1 to ${capacity} (the ${bound} of policy '${compiled.name}'${what === 'refund' ? ': more can never have been taken' : '; for longer, use block()'}).`,
       );
     }
     return { ...request, cost };

@@ -63,6 +63,7 @@ export interface RateLimitAlgorithm<S = unknown> {
   /**
    * Gives back `cost` units taken earlier (`countOnly`), or releases a lease (`concurrency`, identified by
    * `token`). Returns the new state and its lifetime, or `undefined` when there is nothing to give back.
+   * A negative `cost` is a penalty: it charges `-cost` units whatever the counter says (never a lease).
    */
   refund(state: S | undefined, params: AlgorithmParams, cost: number, nowMs: number, token: string): AlgorithmRefund<S> | undefined;
 }

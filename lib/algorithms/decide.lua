@@ -8,11 +8,12 @@
     KEYS  per policy: state key, block key (all of one decision share one {hash tag})
     ARGV  one JSON array (one argument per decision: Node and Redis pay per argument, and cjson parses numbers
           faster than tonumber does):
-          [ mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries) | 'r' refund cost / release lease | 'b' block for blockFor,
+          [ mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries) | 'r' refund cost / release lease | 'b' block for blockFor
+            | 'x' penalty: charge cost whatever the counter says (the refund with cost negated), then peek one unit,
             then per policy (7 each): algorithm id, cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token (lease id or '') ]
   Reply (integers only):
     { now (server ms),
-      per consume/peek decision, per policy: status, remaining, reset (ms), retry after (ms, -1 = never), delay (ms),
+      per consume/peek/penalty decision, per policy: status, remaining, reset (ms), retry after (ms, -1 = never), delay (ms),
         more (ms until additional quota: `remaining` grows by one; 0 when nothing is used; a lockout's end at the soonest) }
     status: 0 allowed; rejected: 1 by the counter, 2 blocked (lockout), 3 cost exceeds capacity.
     A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
@@ -103,6 +104,17 @@ local function decide(mode, n, k, d, o)
   end
 end
 
+-- A penalty charges every policy unconditionally (a refund of minus the cost), then reports what a peek of
+-- one unit sees: whether one more unit fits, and when it will.
+local function penalize(mode, n, k, d, o)
+  for i = 1, n do
+    local alg, key, _, cost, limit, window, burst, _, token = policy(k, d, i)
+    alg.refund(key, -cost, limit, window, burst, now, token)
+    d[2 + (i - 1) * 7 + 1] = 1
+  end
+  decide('p', n, k, d, o)
+end
+
 local k = 1
 for j = 1, #ARGV do
   local d = cjson.decode(ARGV[j])
@@ -111,7 +123,8 @@ for j = 1, #ARGV do
     change(mode, n, k, d)
   else
     local o = #reply + 1
-    local ok, err = pcall(decide, mode, n, k, d, o)
+    local ok, err
+    if mode == 'x' then ok, err = pcall(penalize, mode, n, k, d, o) else ok, err = pcall(decide, mode, n, k, d, o) end
     if not ok then
       -- A decision that fails (a key holding someone else's data) fails alone, before it charged anything
       -- (errors come from reading state): its message takes its first slot, the others go on.

@@ -3,7 +3,8 @@
   KEY    state hash { w = window id, n = units counted in that window }
   check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count, new window?,
     more = ms until more quota: the window's end once anything is counted in it, else 0 }
-  commit writes the new count and expires the hash at the window's end; refund gives units back in the same window.
+  commit writes the new count and expires the hash at the window's end; refund gives units back in the same window
+  (a negative cost, a penalty, charges them, whatever the count).
 ]]
 ALG[1] = {
   check = function(key, cost, limit, window, burst, now)
@@ -31,8 +32,10 @@ ALG[1] = {
   refund = function(key, cost, limit, window, burst, now)
     local id = math.floor(now / window)
     local st = redis.call('HMGET', key, 'w', 'n')
-    if tonumber(st[1]) ~= id then return end
-    local n = math.max(tonumber(st[2]) - cost, 0)
-    redis.call('HSET', key, 'n', n)
+    local n = 0
+    if tonumber(st[1]) == id then n = tonumber(st[2]) elseif cost >= 0 then return end
+    -- A negative cost is a penalty: it may open the window's count, which then lives until the window ends.
+    redis.call('HSET', key, 'w', id, 'n', math.max(n - cost, 0))
+    if n == 0 then redis.call('PEXPIRE', key, (id + 1) * window - now) end
   end,
 }

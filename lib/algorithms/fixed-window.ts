@@ -60,7 +60,9 @@ export class FixedWindowAlgorithm implements RateLimitAlgorithm<FixedWindowState
 
   refund(state: FixedWindowState | undefined, { windowMs }: AlgorithmParams, cost: number, now: number) {
     const id = Math.floor(now / windowMs);
-    if (state?.w !== id) return undefined;
-    return { next: { w: id, n: Math.max(state.n - cost, 0) }, ttlMs: (id + 1) * windowMs - now };
+    const n = state?.w === id ? state.n : 0;
+    // A negative cost is a penalty: it may open the window's count.
+    if (state?.w !== id && cost >= 0) return undefined;
+    return { next: { w: id, n: Math.max(n - cost, 0) }, ttlMs: (id + 1) * windowMs - now };
   }
 }

@@ -57,6 +57,12 @@ ALG[3] = {
     redis.call('PEXPIRE', key, window)
   end,
   refund = function(key, cost, limit, window, burst, now)
+    -- A negative cost is a penalty: log that many units now, as an admitted request would.
+    if cost < 0 then
+      slidingLogTrim(key, window, now)
+      ALG[3].commit(key, nil, now, -cost, limit, window)
+      return
+    end
     -- cost 0 gives nothing back (and -0 would reach Redis as the invalid rank '-0').
     if cost <= 0 or slidingLogTrim(key, window, now) == 0 then return end
     redis.call('ZREMRANGEBYRANK', key, -cost, -1)

@@ -47,6 +47,8 @@ export class SlidingLogAlgorithm implements RateLimitAlgorithm<SlidingLogState> 
 
   refund(state: SlidingLogState | undefined, { windowMs }: AlgorithmParams, cost: number, now: number) {
     const log = trim(state, windowMs, now);
+    // A negative cost is a penalty: log that many units now, as an admitted request would.
+    if (cost < 0) return { next: insert(log, now, -cost), ttlMs: windowMs };
     if (log.length === 0) return undefined;
     const next = log.slice(0, Math.max(log.length - cost, 0));
     return { next, ttlMs: next.length > 0 ? next[next.length - 1] + windowMs - now : 0 };

@@ -63,7 +63,10 @@ ALG[2] = {
   end,
   refund = function(key, cost, limit, window, burst, now)
     local id, cur, prev = slidingCounts(key, window, now)
-    if cur == 0 then return end
-    redis.call('HSET', key, 'w', id, 'c', math.max(cur - cost, 0), 'p', prev)
+    if cur == 0 and cost >= 0 then return end
+    local c = math.max(cur - cost, 0)
+    redis.call('HSET', key, 'w', id, 'c', c, 'p', prev)
+    -- A negative cost (a penalty) may open the current window's count: the hash must then outlive it.
+    if cur == 0 then redis.call('PEXPIRE', key, slidingReset(id, c, prev, window, now)) end
   end,
 }

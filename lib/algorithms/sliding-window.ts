@@ -62,8 +62,10 @@ export class SlidingWindowAlgorithm implements RateLimitAlgorithm<SlidingWindowS
 
   refund(state: SlidingWindowState | undefined, { windowMs }: AlgorithmParams, cost: number, now: number) {
     const { id, cur, prev } = countsOf(state, windowMs, now);
-    if (cur === 0) return undefined;
-    return { next: { w: id, c: Math.max(cur - cost, 0), p: prev }, ttlMs: resetOf(id, cur, prev, windowMs, now) };
+    // A negative cost (a penalty) may open the current window's count.
+    if (cur === 0 && cost >= 0) return undefined;
+    const c = Math.max(cur - cost, 0);
+    return { next: { w: id, c, p: prev }, ttlMs: resetOf(id, Math.max(cur, c), prev, windowMs, now) };
   }
 }
 

@@ -74,11 +74,23 @@ export class MemoryStore implements RateLimitStore {
 
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
     const now = Math.floor(this.clock());
-    for (const call of calls) {
-      const state = this.read(call.stateKey, now);
-      const refund = call.algorithm.refund(state, call.params, call.cost, now, call.token);
-      if (refund) this.write(call.stateKey, refund.next, refund.ttlMs, now);
-    }
+    for (const call of calls) this.change(call, call.cost, now);
+  }
+
+  /** Gives back `cost` units of `call` (a negative cost charges them: a penalty), as the algorithm's refund says. */
+  private change(call: RateLimitCall, cost: number, now: number): void {
+    const refund = call.algorithm.refund(this.read(call.stateKey, now), call.params, cost, now, call.token);
+    if (refund) this.write(call.stateKey, refund.next, refund.ttlMs, now);
+  }
+
+  async penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    const now = Math.floor(this.clock());
+    for (const call of calls) this.change(call, -call.cost, now);
+    // As decide.lua: report what a peek of one unit sees after the charge.
+    return this.decideSync(
+      calls.map((call) => ({ ...call, cost: 1 })),
+      'peek',
+    );
   }
 
   async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {

@@ -118,6 +118,12 @@ export class RedisStore implements RateLimitStore {
     await this.run(calls, 'r');
   }
 
+  async penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    const reply = (await this.run(calls, 'x')) as readonly (number | string)[];
+    if (typeof reply[1] === 'string') throw await this.explain(calls, new RateLimitStoreError(`Redis failed the penalty: ${reply[1]}`));
+    return parseDecision(reply as readonly number[], 1, calls.length);
+  }
+
   async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
     await this.run(
       calls.map((call) => ({ ...call, blockForMs: ms })),

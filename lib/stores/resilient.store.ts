@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { MemoryStore } from './memory.store';
 import { describeCause } from './store-description';
-import { pingStore } from './store-health';
+import { penalizeIn, pingStore } from './store-health';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
 
 /** Options of {@link ResilientStore}. */
@@ -113,6 +113,11 @@ export class ResilientStore implements RateLimitStore {
     const insured = calls.filter((c) => c.fallback === 'insurance' && this.answeredLocally.has(c));
     if (primary.length > 0) await this.bestEffort(() => this.primary.refund(primary));
     if (insured.length > 0) await this.insurance.refund(insured.map((c) => this.insuredCall(c)));
+  }
+
+  /** Always the primary store's: a penalty is never decided by a fallback (it rejects when the store fails). */
+  penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    return this.withDeadline(penalizeIn(this.primary, calls));
   }
 
   async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {

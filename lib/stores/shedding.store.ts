@@ -1,5 +1,5 @@
 import { LocalLeases } from './local-leases';
-import { pingStore } from './store-health';
+import { penalizeIn, pingStore } from './store-health';
 import { LruMap } from '../utils/lru-map';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
 
@@ -88,6 +88,12 @@ export class SheddingStore implements RateLimitStore {
     this.leases.released(calls);
     this.forget(calls);
     return this.inner.refund(calls).finally(() => this.forget(calls));
+  }
+
+  /** A penalty lengthens the wait: the same as {@link refund}. */
+  penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    this.forget(calls);
+    return penalizeIn(this.inner, calls).finally(() => this.forget(calls));
   }
 
   /** A lockout lengthens the wait: the same as {@link refund}. */

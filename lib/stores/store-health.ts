@@ -1,5 +1,6 @@
 import { RedisStore } from './redis.store';
-import type { RateLimitStore } from './store.interface';
+import { RateLimitStoreError } from '../errors/rate-limit-store.error';
+import type { RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
 
 /**
  * Checks that `store` answers: its own `ping()` when it has one, Redis `PING` on a {@link RedisStore}'s
@@ -9,4 +10,10 @@ import type { RateLimitStore } from './store.interface';
 export async function pingStore(store: RateLimitStore): Promise<void> {
   if (store.ping) return store.ping();
   if (store instanceof RedisStore) await store.client.ping();
+}
+
+/** `store.penalize(calls)`; rejects with a RateLimitStoreError when the store cannot charge a penalty. */
+export function penalizeIn(store: RateLimitStore, calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+  if (!store.penalize) return Promise.reject(new RateLimitStoreError('This rate-limit store cannot charge a penalty.'));
+  return store.penalize(calls);
 }

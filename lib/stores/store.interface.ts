@@ -71,6 +71,11 @@ export interface RateLimitStore {
   decideSync?(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined;
   /** Gives back `cost` units per call (count-only-failures), or releases the call's lease (`concurrency`). */
   refund(calls: readonly RateLimitCall[]): Promise<void>;
+  /**
+   * Charges each call's `cost` whatever its counter says (a penalty), atomically, then reports as a `peek`
+   * of one unit per call would (whether one more unit fits, and when). Absent: the store cannot charge without a request.
+   */
+  penalize?(calls: readonly RateLimitCall[]): Promise<StoreDecision>;
   /** Locks each call's tracker out for `ms`, from the store's now. */
   block(calls: readonly RateLimitCall[], ms: number): Promise<void>;
   /** Deletes keys: `reset` and `unblock`. */
