@@ -21,8 +21,16 @@ export type {
   RateLimitHooks,
   RateLimitDecisionEvent,
   RateLimitContextType,
+  RateLimitErrorMessage,
 } from './interfaces/module-options.interface';
-export type { RateLimitPolicy, RateLimitAlgorithmName, Duration, ContextValue, RateLimitTracker } from './interfaces/policy.interface';
+export type {
+  RateLimitPolicy,
+  RateLimitAlgorithmName,
+  Duration,
+  ContextValue,
+  RateLimitTracker,
+  RateLimitSkipIf,
+} from './interfaces/policy.interface';
 export { RATE_LIMIT_ALGORITHMS } from './interfaces/policy.interface';
 export { RATE_LIMIT_CONTEXT_TYPES } from './interfaces/module-options.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';

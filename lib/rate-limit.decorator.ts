@@ -26,8 +26,11 @@ function metadataDecorator<T>(key: string): RateLimitMetadataDecorator<T> {
  */
 export const RateLimitPolicies = metadataDecorator<RateLimitMetadata>('nestjs-redis-ratelimit:policies');
 
-/** Low-level metadata decorator behind {@link SkipRateLimit}. */
-export const RateLimitSkip = metadataDecorator<true>('nestjs-redis-ratelimit:skip');
+/**
+ * Low-level metadata decorator behind {@link SkipRateLimit}: `true` skips every policy, an array of names
+ * only those policies.
+ */
+export const RateLimitSkip = metadataDecorator<true | readonly string[]>('nestjs-redis-ratelimit:skip');
 
 /**
  * Limits a controller (every handler) or one handler. Handler metadata overrides class metadata, which
@@ -61,10 +64,18 @@ export function RateLimit(
 }
 
 /**
- * Exempts a handler, or every handler of a controller, from every policy (including `defaultPolicy`).
- * On a class, a handler's own `@RateLimit` still applies.
+ * Without arguments, exempts a handler, or every handler of a controller, from every policy (including
+ * `defaultPolicy`); on a class, a handler's own `@RateLimit` still applies. With policy names, exempts it
+ * from those policies only (names on the class and on the handler add up); the route's other policies
+ * apply as usual. On a handler, each name must be one of the route's policies (checked at bootstrap).
  * @example @SkipRateLimit() @Get('health') health() {}
+ * @example @SkipRateLimit('burst') @Post('import') import() {} // keeps 'daily'
  */
-export function SkipRateLimit(): ClassDecorator & MethodDecorator {
-  return RateLimitSkip(true);
+export function SkipRateLimit(...policies: string[]): ClassDecorator & MethodDecorator {
+  for (const name of policies) {
+    if (typeof name !== 'string' || name.length === 0) {
+      throw new TypeError(`@SkipRateLimit(): policy names must be non-empty strings, got ${JSON.stringify(name)}.`);
+    }
+  }
+  return RateLimitSkip(policies.length === 0 ? true : policies);
 }

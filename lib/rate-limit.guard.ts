@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitContexts } from './contexts/create-context';
 import type { RateLimitContextAdapter } from './contexts/rate-limit-context';
+import { HttpExchange } from './http/http-exchange';
 import { retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
 import { IpTrackers } from './http/tracker';
 import { RateLimitHolds } from './http/request-holds';
@@ -9,12 +10,14 @@ import type { RateLimitModuleOptions } from './interfaces/module-options.interfa
 import { RateLimitEngine } from './rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { charged, decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
-import type { RoutePlan } from './routes/route-plan';
+import { planWithout, type RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import { UserFunctionDeadlines } from './routes/user-function-deadlines';
 import type { RateLimitCall } from './stores/store.interface';
 import { trackerKeyPrefixes } from './utils/keys';
 import type { StringMemo } from './utils/string-memo';
+
+const describeModuleSkipIf = () => 'RateLimitModule options: skipIf';
 
 /** Store warnings on the request path are logged at most this often. */
 const WARN_INTERVAL_MS = 10_000;
@@ -39,6 +42,10 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly contexts: RateLimitContexts;
   private readonly deadlines: UserFunctionDeadlines;
   private lastWarnAt = -Infinity;
+  /** `ignoreUserAgents` without the `g` and `y` flags (which make `test` stateful); `undefined` when empty. */
+  private readonly ignoredAgents: RegExp[] | undefined;
+  /** The module exempts some calls (`skipIf`, `ignoreUserAgents`): only then is any call asked about it. */
+  private readonly skipsCalls: boolean;
 
   constructor(
     private readonly routes: RateLimitRouteRegistry,
@@ -50,6 +57,9 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     this.contexts = new RateLimitContexts(options);
     this.deadlines = new UserFunctionDeadlines(options.userFunctionTimeoutMs ?? DEFAULT_USER_FUNCTION_TIMEOUT_MS);
+    const agents = options.ignoreUserAgents ?? [];
+    this.ignoredAgents = agents.length > 0 ? agents.map((r) => new RegExp(r.source, r.flags.replace(/[gy]/g, ''))) : undefined;
+    this.skipsCalls = this.ignoredAgents !== undefined || options.skipIf !== undefined;
   }
 
   /**
@@ -63,6 +73,12 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     if (!plan) return true;
     const caller = this.contexts.adapt(type, context);
     if (!caller.claim()) return true;
+    if (this.skipsCalls || plan.skippable !== undefined) return this.decideUnlessSkipped(context, caller, plan);
+    return this.decide(context, caller, plan);
+  }
+
+  /** Decides the call against `plan` and answers it. */
+  private decide(context: ExecutionContext, caller: RateLimitContextAdapter, plan: RoutePlan): boolean | Promise<boolean> {
     const outcome = decideRoute({
       plan,
       context,
@@ -72,16 +88,63 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
       ips: this.ips,
       deadlines: this.deadlines,
     });
-    if (outcome instanceof Promise) return outcome.then((o) => this.conclude(caller, plan, o));
-    return this.conclude(caller, plan, outcome);
+    if (outcome instanceof Promise) return outcome.then((o) => this.conclude(context, caller, plan, o));
+    return this.conclude(context, caller, plan, outcome);
+  }
+
+  /**
+   * The call on a route or module that can exempt it: `ignoreUserAgents`, then the module's `skipIf` (any
+   * of them exempts it from every policy), then the policies' own `skipIf` (each exempts it from its policy).
+   */
+  private decideUnlessSkipped(context: ExecutionContext, caller: RateLimitContextAdapter, plan: RoutePlan): boolean | Promise<boolean> {
+    if (this.ignoredAgents && caller instanceof HttpExchange && this.isIgnoredAgent(caller)) return true;
+    const { skipIf } = this.options;
+    if (skipIf) {
+      const skip = this.deadlines.bound(skipIf(context), describeModuleSkipIf);
+      if (skip instanceof Promise) return skip.then((yes) => (yes ? true : this.decidePolicies(context, caller, plan)));
+      if (skip) return true;
+    }
+    return this.decidePolicies(context, caller, plan);
+  }
+
+  /** Asks each policy's `skipIf`, then decides the call against the policies that are left. */
+  private decidePolicies(context: ExecutionContext, caller: RateLimitContextAdapter, plan: RoutePlan): boolean | Promise<boolean> {
+    const { skippable } = plan;
+    if (skippable === undefined) return this.decide(context, caller, plan);
+    const answers = skippable.map((i) => {
+      const policy = plan.policies[i];
+      return this.deadlines.bound(policy.compiled.policy.skipIf!(context), () => policy.describe('skipIf'));
+    });
+    const decideRest = (skips: readonly boolean[]) => {
+      let mask = 0;
+      skips.forEach((skip, n) => {
+        if (skip) mask |= 1 << skippable[n];
+      });
+      const rest = planWithout(plan, mask);
+      return rest === null ? true : this.decide(context, caller, rest);
+    };
+    if (answers.some((a) => a instanceof Promise)) return Promise.all(answers).then(decideRest);
+    return decideRest(answers as boolean[]);
+  }
+
+  private isIgnoredAgent(exchange: HttpExchange): boolean {
+    const agent = exchange.request.headers['user-agent'];
+    if (typeof agent !== 'string') return false;
+    for (const pattern of this.ignoredAgents!) if (pattern.test(agent)) return true;
+    return false;
   }
 
   /** Answers the call: headers, then a rejected promise, or a pass (after the shaping delay, if any). */
-  private conclude(caller: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): boolean | Promise<boolean> {
+  private conclude(
+    context: ExecutionContext,
+    caller: RateLimitContextAdapter,
+    plan: RoutePlan,
+    outcome: RouteOutcome,
+  ): boolean | Promise<boolean> {
     if (!outcome.allowed && plan.leaseHold?.ms !== undefined) outcome.decisions = leaseHint(plan, outcome.decisions, plan.leaseHold.ms);
     this.writeHeaders(caller, plan, outcome);
     this.reportShadow(plan, outcome);
-    if (!outcome.allowed) return rejectSoon(this.rejection(caller, outcome.decisions));
+    if (!outcome.allowed) return rejectSoon(this.rejection(context, caller, outcome.decisions));
     if (plan.settles) this.settleOnEnd(caller, plan, outcome);
     const delayMs = this.shapingDelay(plan, outcome.decisions);
     return delayMs > 0 ? this.holds.hold(delayMs).then(() => true) : true;
@@ -113,11 +176,12 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   }
 
   /** The error a rejected call is answered with, shaped for its transport by its context adapter. */
-  private rejection(call: RateLimitContextAdapter, decisions: RateLimitDecision[]): Error {
+  private rejection(context: ExecutionContext, call: RateLimitContextAdapter, decisions: RateLimitDecision[]): Error {
     if (decisions.some((d) => !d.allowed && d.reason === 'store-unavailable')) return call.unavailable();
     const rejecting = decisions.filter((d) => !d.allowed && d.reason !== 'shadow');
     const retryAfter = retryAfterSeconds(rejecting);
-    const message = this.options.errorMessage ?? 'Too Many Requests';
+    const { errorMessage = 'Too Many Requests' } = this.options;
+    const message = typeof errorMessage === 'function' ? errorMessage(context, decisions) : errorMessage;
     if (retryAfter !== null) return call.rejected({ message, retryAfter, decisions });
     const never = rejecting.find((d) => !Number.isFinite(d.retryAfterMs)) as RateLimitDecision;
     const why = `this request costs more than policy '${never.policy}' can ever allow (capacity ${never.limit}), so retrying will not help`;

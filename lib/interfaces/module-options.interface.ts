@@ -1,6 +1,10 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RateLimitDecision } from './decision.interface';
-import type { RateLimitPolicy } from './policy.interface';
+import type { ExecutionContext } from '@nestjs/common';
+import type { RateLimitPolicy, RateLimitSkipIf } from './policy.interface';
+
+/** Builds the message of a rejection from the call and every policy's decision. */
+export type RateLimitErrorMessage = (context: ExecutionContext, decisions: readonly RateLimitDecision[]) => string;
 
 /** Which rate-limit response headers to send. */
 export type RateLimitHeadersMode = 'ietf' | 'legacy' | 'both' | 'none';
@@ -133,8 +137,26 @@ export interface RateLimitModuleOptions {
    * @default 64
    */
   ipv6Subnet?: number;
-  /** Message of the 429 response body. @default 'Too Many Requests' */
-  errorMessage?: string;
+  /**
+   * Message of the 429 response body: a string, or a function of the call and its decisions (every
+   * policy's, in the route's order) returning one, called only when a call is rejected.
+   * @default 'Too Many Requests'
+   * @example errorMessage: (ctx, decisions) => `Slow down: ${decisions.find((d) => !d.allowed)?.policy} is exhausted.`
+   */
+  errorMessage?: string | RateLimitErrorMessage;
+  /**
+   * When it returns (or resolves to) `true`, the call is not limited by any policy: nothing is checked or
+   * charged and no header is sent. Called only on limited routes; bounded by `userFunctionTimeoutMs` when it
+   * returns a promise. A policy's own `skipIf` exempts the call from that policy only.
+   * @example skipIf: (ctx) => ctx.switchToHttp().getRequest().headers['x-internal'] === process.env.INTERNAL_TOKEN
+   */
+  skipIf?: RateLimitSkipIf;
+  /**
+   * Controller calls whose `User-Agent` matches one of these are not limited (search-engine crawlers, uptime
+   * probes). A call without a `User-Agent` never matches; GraphQL, WebSocket and RPC calls are not checked.
+   * @example ignoreUserAgents: [/googlebot/i, /bingbot/i]
+   */
+  ignoreUserAgents?: RegExp[];
   /**
    * Which kinds of execution context the guard limits; calls of any other kind pass untouched. Each kind
    * has its own default tracker: HTTP and GraphQL the client IP of the HTTP request, WebSocket the

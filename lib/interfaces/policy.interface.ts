@@ -97,4 +97,14 @@ export interface RateLimitPolicy {
    * `onStoreError`.
    */
   onStoreError?: 'fail-open' | 'fail-closed' | 'insurance';
+  /**
+   * When it returns (or resolves to) `true`, this request is not limited by this policy: nothing is checked
+   * or charged, and the policy is left out of the headers. The route's other policies apply as usual. Bounded
+   * by `userFunctionTimeoutMs` when it returns a promise. Ignored by {@link RateLimiterService} calls.
+   * @example skipIf: (ctx) => ctx.switchToHttp().getRequest().user?.plan === 'enterprise'
+   */
+  skipIf?: RateLimitSkipIf;
 }
+
+/** A skip predicate: `true` exempts the call. */
+export type RateLimitSkipIf = (context: ExecutionContext) => boolean | Promise<boolean>;

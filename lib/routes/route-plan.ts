@@ -104,6 +104,10 @@ export interface RoutePlan {
   holdsLeases: boolean;
   /** How long this route's `concurrency` leases are held, when it has any (they are released with the call). */
   leaseHold: LeaseHoldEstimate | undefined;
+  /** Indexes of the policies that have a `skipIf`; `undefined` when none has (the usual route: nothing to ask). */
+  skippable: number[] | undefined;
+  /** The plans of this route without some policies, by bit mask of the skipped indexes; built on first use. */
+  variants: Map<number, RoutePlan | null> | undefined;
 }
 
 /**
@@ -136,10 +140,12 @@ export interface PlanSource {
   route: string;
   /** Counter scope of policies without `scope`, e.g. `r=CatsController.find`. */
   scopeKey: string;
+  /** Policy names `@SkipRateLimit('name')` exempts the route from, on the handler and on its class. */
+  skip?: { onHandler: readonly string[]; onClass: readonly string[] };
 }
 
 /** Validates and compiles a route's policies; throws a {@link RateLimitConfigError} naming the field. */
-export function buildRoutePlan({ policies, where, route, scopeKey }: PlanSource, registry: RateLimitAlgorithmRegistry): RoutePlan {
+export function buildRoutePlan({ policies, where, route, scopeKey, skip }: PlanSource, registry: RateLimitAlgorithmRegistry): RoutePlan {
   if (!Array.isArray(policies) || policies.length === 0) {
     throw new RateLimitConfigError(`${where}: expected a policy or a non-empty array of policies; use @SkipRateLimit() to exempt a route.`);
   }
@@ -153,15 +159,51 @@ export function buildRoutePlan({ policies, where, route, scopeKey }: PlanSource,
     return new PlannedPolicy(compilePolicy(policy, registry, at, scopeKey), at);
   });
   assertDistinctNames(planned, where);
-  const holdsLeases = planned.some(({ compiled }) => compiled.algorithm.name === 'concurrency');
+  if (!skip) return planOf(route, planned);
+  for (const name of skip.onHandler) {
+    if (!planned.some(({ compiled }) => compiled.name === name)) {
+      throw new RateLimitConfigError(
+        `@SkipRateLimit on ${route}: '${name}' names no policy of the route (its policies: ${planned.map(({ compiled }) => `'${compiled.name}'`).join(', ')}).`,
+      );
+    }
+  }
+  const skipped = new Set([...skip.onHandler, ...skip.onClass]);
+  return planOf(
+    route,
+    planned.filter(({ compiled }) => !skipped.has(compiled.name)),
+  );
+}
+
+/** The plan of `policies` (already validated), with everything the request path needs precomputed. */
+function planOf(route: string, policies: PlannedPolicy[], leaseHold?: LeaseHoldEstimate): RoutePlan {
+  const holdsLeases = policies.some(({ compiled }) => compiled.algorithm.name === 'concurrency');
+  const skippable = policies.flatMap(({ compiled }, i) => (compiled.policy.skipIf ? [i] : []));
   return {
     route,
-    policies: planned,
-    groups: groupByTracker(planned),
-    settles: planned.some(({ compiled }) => compiled.policy.countOnly !== undefined || compiled.algorithm.name === 'concurrency'),
+    policies,
+    groups: groupByTracker(policies),
+    settles: policies.some(({ compiled }) => compiled.policy.countOnly !== undefined || compiled.algorithm.name === 'concurrency'),
     holdsLeases,
-    leaseHold: holdsLeases ? new LeaseHoldEstimate() : undefined,
+    leaseHold: holdsLeases ? (leaseHold ?? new LeaseHoldEstimate()) : undefined,
+    skippable: skippable.length > 0 ? skippable : undefined,
+    variants: skippable.length > 0 ? new Map() : undefined,
   };
+}
+
+/**
+ * `plan` without the policies whose bits are set in `skipped` (indexes into `plan.policies`), or `null` when
+ * none is left; built once per combination (at most 2^8) and kept on the plan. It shares the policies (their
+ * counters and header members) and the lease-hold estimate with `plan`, and has no `skipIf` left to ask.
+ */
+export function planWithout(plan: RoutePlan, skipped: number): RoutePlan | null {
+  if (skipped === 0) return plan;
+  let variant = plan.variants!.get(skipped);
+  if (variant === undefined) {
+    const kept = plan.policies.filter((_, i) => (skipped & (1 << i)) === 0);
+    variant = kept.length === 0 ? null : { ...planOf(plan.route, kept, plan.leaseHold), skippable: undefined, variants: undefined };
+    plan.variants!.set(skipped, variant);
+  }
+  return variant;
 }
 
 function groupByTracker(policies: readonly PlannedPolicy[]): TrackerGroup[] {

@@ -110,6 +110,8 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     if (plan === undefined) {
       const source = this.source(controller, handler);
       plan = source && buildRoutePlan(source, this.algorithms);
+      // Every policy skipped by name (@SkipRateLimit('a', 'b')): the route is not limited.
+      if (plan && plan.policies.length === 0) plan = null;
       byHandler.set(handler, plan);
     }
     return plan;
@@ -134,15 +136,24 @@ export class RateLimitRouteRegistry implements OnModuleInit {
       );
     }
     this.scopeOwners.set(scopeKey, handler);
-    if (this.reflector.get<true | undefined>(RateLimitSkip.KEY, handler)) return null;
+    const handlerSkip = this.reflector.get<true | readonly string[] | undefined>(RateLimitSkip.KEY, handler);
+    if (handlerSkip === true) return null;
+    const classSkip = this.reflector.get<true | readonly string[] | undefined>(RateLimitSkip.KEY, controller);
+    const skip = { onHandler: handlerSkip ?? [], onClass: classSkip === true ? [] : (classSkip ?? []) };
     const own = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler);
-    if (own) return { policies: own.policies, where: `@RateLimit on ${route}`, route, scopeKey };
-    if (this.reflector.get<true | undefined>(RateLimitSkip.KEY, controller)) return null;
+    if (own) return { policies: own.policies, where: `@RateLimit on ${route}`, route, scopeKey, skip };
+    if (classSkip === true) return null;
     const inherited = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, controller);
     if (inherited)
-      return { policies: inherited.policies, where: `@RateLimit on ${controller.name} (applied to ${route})`, route, scopeKey };
+      return { policies: inherited.policies, where: `@RateLimit on ${controller.name} (applied to ${route})`, route, scopeKey, skip };
     if (this.defaultPolicies)
-      return { policies: this.defaultPolicies, where: `RateLimitModule options: defaultPolicy (applied to ${route})`, route, scopeKey };
+      return {
+        policies: this.defaultPolicies,
+        where: `RateLimitModule options: defaultPolicy (applied to ${route})`,
+        route,
+        scopeKey,
+        skip,
+      };
     return null;
   }
 

@@ -35,6 +35,7 @@ const KNOWN_FIELDS = new Set([
   'mode',
   'delay',
   'onStoreError',
+  'skipIf',
 ]);
 const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Largest limit × window (ms) the integer arithmetic stays exact for, in Lua and in JavaScript. */
@@ -80,6 +81,9 @@ export function compilePolicy(
   oneOf(policy.countOnly, ['failed', 'succeeded'], at('countOnly'));
   oneOf(policy.mode, ['enforce', 'shadow'], at('mode'));
   oneOf(policy.onStoreError, ['fail-open', 'fail-closed', 'insurance'], at('onStoreError'));
+  if (policy.skipIf !== undefined && typeof policy.skipIf !== 'function') {
+    throw fail(`skipIf: ${describeValue(policy.skipIf)} must be a function (context) => boolean | Promise<boolean>.`);
+  }
   if (policy.delay !== undefined && typeof policy.delay !== 'boolean')
     throw fail(`delay: ${describeValue(policy.delay)} must be true or false.`);
   if (policy.countOnly && algorithm.name === 'concurrency')

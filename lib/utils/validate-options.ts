@@ -24,6 +24,8 @@ const KNOWN_OPTIONS = new Set([
   'hooks',
   'contexts',
   'limitSubscriptions',
+  'skipIf',
+  'ignoreUserAgents',
 ]);
 const CONTEXT_TYPES: readonly string[] = RATE_LIMIT_CONTEXT_TYPES;
 
@@ -87,6 +89,19 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   }
   if (limitSubscriptions !== undefined && typeof limitSubscriptions !== 'boolean') {
     throw fail(`limitSubscriptions: ${describeValue(limitSubscriptions)} must be true or false.`);
+  }
+  const { skipIf, ignoreUserAgents, errorMessage } = options;
+  if (skipIf !== undefined && typeof skipIf !== 'function') {
+    throw fail(`skipIf: ${describeValue(skipIf)} must be a function (context) => boolean | Promise<boolean>.`);
+  }
+  if (ignoreUserAgents instanceof RegExp) {
+    throw fail(`ignoreUserAgents: ${String(ignoreUserAgents)} must be in an array: [${String(ignoreUserAgents)}].`);
+  }
+  if (ignoreUserAgents !== undefined && !(Array.isArray(ignoreUserAgents) && ignoreUserAgents.every((r) => r instanceof RegExp))) {
+    throw fail(`ignoreUserAgents: ${describeValue(ignoreUserAgents)} must be an array of regular expressions, for example [/googlebot/i].`);
+  }
+  if (errorMessage !== undefined && typeof errorMessage !== 'string' && typeof errorMessage !== 'function') {
+    throw fail(`errorMessage: ${describeValue(errorMessage)} must be a string or a function (context, decisions) => string.`);
   }
   if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
     throw fail(`redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a Redis / Cluster instance.`);
