@@ -51,7 +51,8 @@ function main(): void {
     mkdirSync(dirname(target), { recursive: true });
     writeFileSync(target, withImportResolution(readFileSync(file, 'utf8'), relative(DIST, file)));
   }
-  console.log(`dist/ts5.3: ${files.length} declarations with ES module import resolution`);
+  // stderr: `npm pack --json` runs this through prepack, and its stdout must stay JSON.
+  process.stderr.write(`dist/ts5.3: ${files.length} declarations with ES module import resolution\n`);
 }
 
 if (require.main === module) main();
