@@ -48,7 +48,8 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
 /** `npm pack` of this repo (its prepack builds dist/); the tarball's path. */
 async function pack(into: string): Promise<string> {
   const output = await run('npm', ['pack', '--pack-destination', into, '--json'], ROOT);
-  const [{ filename }] = JSON.parse(output.slice(output.indexOf('['))) as Array<{ filename: string }>;
+  // The JSON report sits among npm's and the build's own lines.
+  const [{ filename }] = JSON.parse(output.slice(output.indexOf('['), output.lastIndexOf(']') + 1)) as Array<{ filename: string }>;
   return join(into, filename);
 }
 
