@@ -42,6 +42,8 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly contexts: RateLimitContexts;
   private readonly deadlines: UserFunctionDeadlines;
   private lastWarnAt = -Infinity;
+  /** Per plan, the policies its headers show when some are hidden (null: all are); see shownPolicies. */
+  private readonly shown = new WeakMap<RoutePlan, number[] | null>();
   /** `ignoreUserAgents` without the `g` and `y` flags (which make `test` stateful); `undefined` when empty. */
   private readonly ignoredAgents: RegExp[] | undefined;
   /** The module exempts some calls (`skipIf`, `ignoreUserAgents`): only then is any call asked about it. */
@@ -157,22 +159,30 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private writeHeaders(caller: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
     const mode = this.options.headers ?? 'ietf';
     if (mode === 'none') return;
-    let { policyHeader, decisions } = outcome;
-    const shadows = this.options.shadowHeaders ? 0 : this.shadowCount(plan);
-    if (shadows > 0) {
-      if (shadows === plan.policies.length) return;
-      decisions = decisions.filter((_, i) => !this.engine.isShadow(plan.policies[i].compiled));
-      policyHeader = plan.policies
-        .flatMap((policy, i) => (this.engine.isShadow(policy.compiled) ? [] : [policy.member(outcome.calls[i].params)]))
-        .join(', ');
-    }
-    writeRateLimitHeaders(caller, mode, policyHeader, decisions);
+    const shown = this.shownPolicies(plan);
+    if (shown === undefined) return writeRateLimitHeaders(caller, mode, outcome.policyHeader, outcome.decisions);
+    if (shown.length === 0) return;
+    const policyHeader = shown.map((i) => plan.policies[i].member(outcome.calls[i].params)).join(', ');
+    writeRateLimitHeaders(
+      caller,
+      mode,
+      policyHeader,
+      shown.map((i) => outcome.decisions[i]),
+    );
   }
 
-  private shadowCount(plan: RoutePlan): number {
-    let n = 0;
-    for (const { compiled } of plan.policies) if (this.engine.isShadow(compiled)) n++;
-    return n;
+  /**
+   * The indexes of the policies `plan`'s headers show when some are hidden (shadow policies without
+   * `shadowHeaders`); `undefined` when every policy is shown, the usual route. Worked out once per plan.
+   */
+  private shownPolicies(plan: RoutePlan): number[] | undefined {
+    let shown = this.shown.get(plan);
+    if (shown === undefined) {
+      const indexes = plan.policies.flatMap(({ compiled }, i) => (this.engine.isShadow(compiled) ? [] : [i]));
+      shown = this.options.shadowHeaders || indexes.length === plan.policies.length ? null : indexes;
+      this.shown.set(plan, shown);
+    }
+    return shown ?? undefined;
   }
 
   /** The error a rejected call is answered with, shaped for its transport by its context adapter. */
