@@ -46,6 +46,25 @@ export class SharedRedis {
   }
 }
 
+/**
+ * A redis-server of each test's own, started before it (the test stops it to take the store away) and stopped
+ * after it, with a client for the module that tolerates the stop.
+ */
+export function redisPerTest(): { readonly server: RedisProcess; readonly client: Redis } {
+  const current = {} as { server: RedisProcess; client: Redis };
+  beforeEach(async () => {
+    current.server = await startRedis();
+    current.client = new Redis(current.server.url, { maxRetriesPerRequest: 0 });
+    current.client.on('error', () => undefined); // the server is stopped on purpose
+    await current.client.ping();
+  });
+  afterEach(async () => {
+    current.client.disconnect();
+    await current.server.stop();
+  });
+  return current;
+}
+
 let prefixes = 0;
 
 /** Module options for `store`, with a fresh key prefix so apps sharing a Redis never see each other's counters. */

@@ -1,12 +1,10 @@
 import { Controller, Get, type INestApplication } from '@nestjs/common';
-import { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 import { parseList } from 'structured-headers';
 import request from 'supertest';
 import { RateLimit, RateLimitModule, type RateLimitModuleOptions } from '../../lib';
 import { Gate } from '../support/gate';
-import { startRedis, type RedisProcess } from '../support/redis-server';
-import { ADAPTERS, bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
+import { ADAPTERS, bootApp, MATRIX, rateLimitModule, redisPerTest, SharedRedis, sleep } from './harness';
 
 /** A list field's members through the RFC 9651 parser: name and parameters (`undefined` when the field is absent). */
 const members = (field: string | undefined): Array<Record<string, unknown>> | undefined =>
@@ -194,30 +192,21 @@ class OutageController {
 }
 
 describe.each(ADAPTERS)('rate-limit headers while the Redis store is down, on %s', (adapter) => {
-  let server: RedisProcess;
-  let client: Redis;
+  const redis = redisPerTest();
   let app: INestApplication | undefined;
-  beforeEach(async () => {
-    server = await startRedis();
-    client = new Redis(server.url, { maxRetriesPerRequest: 0 });
-    client.on('error', () => undefined); // the server is stopped on purpose
-    await client.ping();
-  });
   afterEach(async () => {
     await app?.close();
-    client.disconnect();
-    await server.stop();
   });
 
   it('a fail-open answer states the policy but no made-up quota', async () => {
     app = await bootApp({
       adapter,
-      imports: [RateLimitModule.forRoot({ redis: client, storeTimeoutMs: 50, headers: 'both' })],
+      imports: [RateLimitModule.forRoot({ redis: redis.client, storeTimeoutMs: 50, headers: 'both' })],
       controllers: [OutageController],
     });
     const before = await request(app.getHttpServer()).get('/limited');
     expect(members(before.headers['ratelimit'])).toEqual([{ name: 'hourly', r: 2, t: expect.any(Number) }]);
-    await server.stop();
+    await redis.server.stop();
     const res = await request(app.getHttpServer()).get('/limited');
     expect(res.status).toBe(200);
     expect(members(res.headers['ratelimit-policy'])).toEqual([{ name: 'hourly', q: 3, w: 3600 }]);

@@ -1,9 +1,7 @@
 import { Controller, Get, type INestApplication } from '@nestjs/common';
-import { Redis } from 'ioredis';
 import request from 'supertest';
 import { RateLimit, RateLimitModule, type RateLimitModuleOptions } from '../../lib';
-import { startRedis, type RedisProcess } from '../support/redis-server';
-import { ADAPTERS, bootApp, MATRIX, rateLimitModule, SharedRedis } from './harness';
+import { ADAPTERS, bootApp, MATRIX, rateLimitModule, redisPerTest, SharedRedis } from './harness';
 
 @Controller()
 class StoreController {
@@ -15,28 +13,19 @@ class StoreController {
 }
 
 describe.each(ADAPTERS)('when the Redis store is down, on %s', (adapter) => {
-  let server: RedisProcess;
-  let client: Redis;
+  const redis = redisPerTest();
   let app: INestApplication | undefined;
-  beforeEach(async () => {
-    server = await startRedis();
-    client = new Redis(server.url, { maxRetriesPerRequest: 0 });
-    client.on('error', () => undefined); // the server is stopped on purpose
-    await client.ping();
-  });
   afterEach(async () => {
     await app?.close();
-    client.disconnect();
-    await server.stop();
   });
 
   const bootAndStopRedis = async (options: RateLimitModuleOptions) => {
     app = await bootApp({
       adapter,
-      imports: [RateLimitModule.forRoot({ redis: client, storeTimeoutMs: 50, ...options })],
+      imports: [RateLimitModule.forRoot({ redis: redis.client, storeTimeoutMs: 50, ...options })],
       controllers: [StoreController],
     });
-    await server.stop();
+    await redis.server.stop();
   };
 
   it("answers 503 with onStoreError: 'fail-closed'", async () => {
