@@ -78,6 +78,9 @@ export class RedisStore implements RateLimitStore {
   private readonly direct?: { lean: Map<string, LuaScript>; all: LuaScript };
   private queue: Queued[] = [];
   private lastConnectionError: Error | undefined;
+  /** The last key {@link nodeOf} hashed, and its slot. */
+  private lastSlotKey: string | undefined;
+  private lastSlot = 0;
 
   /**
    * @param client an ioredis client or cluster.
@@ -170,7 +173,13 @@ export class RedisStore implements RateLimitStore {
    * a standalone Redis, or while the slot map does not cover the slot. A failover changes it with the map.
    */
   nodeOf(key: string): string | undefined {
-    return this.client.isCluster ? (this.client as Cluster).slots[hashSlot(key)]?.[0] : undefined;
+    if (!this.client.isCluster) return undefined;
+    // One decision asks twice (the in-process check, then the call): its slot is hashed once.
+    if (key !== this.lastSlotKey) {
+      this.lastSlotKey = key;
+      this.lastSlot = hashSlot(key);
+    }
+    return (this.client as Cluster).slots[this.lastSlot]?.[0];
   }
 
   /** Remembers the client's last connection error (its `error` event) for log lines; `undefined` once it is connected. */
