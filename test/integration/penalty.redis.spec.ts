@@ -113,13 +113,14 @@ describe('penalty on a real Redis', () => {
       const p = policy(algorithm);
       const key = tracker();
       await client.config('RESETSTAT');
+      // The wait counts from the first charge, so time runs from before it.
+      const started = Date.now();
       expect(await limiter.penalty(p, key, 3)).toMatchObject({ allowed: true, remaining: 2, retryAfterMs: 0 });
       expect({ name, scriptCalls: await scriptCalls() }).toEqual({ name, scriptCalls: 1 });
-      const started = Date.now();
       const d = await limiter.penalty(p, key, 5);
       expect(d).toMatchObject({ allowed: false, remaining: 0 });
       // Redis's clock is not aligned to the window: exact for the buckets, bounded for the windows.
-      const spent = Date.now() - started + 5;
+      const spent = Date.now() - started + 2;
       if (algorithm === 'token-bucket' || algorithm === 'gcra' || algorithm === 'leaky-bucket') {
         expect(d.retryAfterMs).toBeGreaterThanOrEqual(8_000 - spent);
         expect(d.retryAfterMs).toBeLessThanOrEqual(8_000);
