@@ -1,9 +1,18 @@
 import { SetMetadata } from '@nestjs/common';
-import type { ContextValue, Duration, RateLimitAlgorithmName, RateLimitPolicy } from './interfaces/policy.interface';
+import type {
+  ContextValue,
+  Duration,
+  RateLimitAlgorithmName,
+  RateLimitPolicy,
+  RateLimitPolicyOverride,
+} from './interfaces/policy.interface';
 
-/** What `@RateLimit` stores on a class or a handler: the policies as written, validated at bootstrap. */
+/**
+ * What `@RateLimit` stores on a class or a handler: the policies as written (complete ones, and overrides of
+ * inherited ones), validated at bootstrap.
+ */
 export interface RateLimitMetadata {
-  policies: RateLimitPolicy[];
+  policies: Array<RateLimitPolicy | RateLimitPolicyOverride>;
 }
 
 /**
@@ -33,15 +42,24 @@ export const RateLimitPolicies = metadataDecorator<RateLimitMetadata>('nestjs-re
 export const RateLimitSkip = metadataDecorator<true | readonly string[]>('nestjs-redis-ratelimit:skip');
 
 /**
- * Limits a controller (every handler) or one handler. Handler metadata overrides class metadata, which
- * overrides the module's `defaultPolicy`. Several policies are decided together: all pass or none is charged.
- * Policies are validated when the application starts; a bad one fails `app.init()`.
+ * Limits a controller (every handler) or one handler. Complete policies (with `algorithm`, `limit` and
+ * `window`) replace what the route inherits: handler metadata overrides class metadata, which overrides the
+ * module's `defaultPolicy`. A policy without all three is an override ({@link RateLimitPolicyOverride}): it
+ * changes the fields it sets of the inherited policy of its `name` (the class's `@RateLimit`, else the
+ * module's `defaultPolicy`), and the other inherited policies keep applying; complete policies given along
+ * with an override replace the inherited policy of their name, or are added. Several policies are decided
+ * together: all pass or none is charged. Policies are validated when the application starts; a bad one, or
+ * an override naming no inherited policy, fails `app.init()`.
  * @example @RateLimit({ algorithm: 'sliding-window', limit: 100, window: '1m' })
  * @example @RateLimit([{ name: 'burst', algorithm: 'token-bucket', limit: 10, window: '1s' }, { name: 'daily', algorithm: 'fixed-window', limit: 10_000, window: '1d' }])
+ * @example @RateLimit({ name: 'burst', limit: 20 }) // the inherited 'burst' with limit 20; 'daily' still applies
  */
-export function RateLimit(policy: RateLimitPolicy | RateLimitPolicy[]): ClassDecorator & MethodDecorator;
+export function RateLimit(
+  policy: RateLimitPolicy | RateLimitPolicyOverride | ReadonlyArray<RateLimitPolicy | RateLimitPolicyOverride>,
+): ClassDecorator & MethodDecorator;
 /**
  * Positional shorthand: `@RateLimit('sliding-window', 100, '1m')`, with any other policy field in `extra`.
+ * It always writes a complete policy, so it replaces what the route inherits (it never overrides).
  * @example @RateLimit('gcra', 5, '1s', { name: 'writes', by: 'user' })
  */
 export function RateLimit(
@@ -51,7 +69,7 @@ export function RateLimit(
   extra?: Partial<RateLimitPolicy>,
 ): ClassDecorator & MethodDecorator;
 export function RateLimit(
-  first: RateLimitPolicy | RateLimitPolicy[] | RateLimitAlgorithmName,
+  first: RateLimitPolicy | RateLimitPolicyOverride | ReadonlyArray<RateLimitPolicy | RateLimitPolicyOverride> | RateLimitAlgorithmName,
   limit?: ContextValue<number>,
   window?: ContextValue<Duration>,
   extra?: Partial<RateLimitPolicy>,
@@ -59,7 +77,7 @@ export function RateLimit(
   const policies =
     typeof first === 'string'
       ? [{ ...extra, algorithm: first, limit, window } as RateLimitPolicy]
-      : ([] as RateLimitPolicy[]).concat(first);
+      : ([] as Array<RateLimitPolicy | RateLimitPolicyOverride>).concat(first);
   return RateLimitPolicies({ policies });
 }
 

@@ -21,7 +21,7 @@ export class RateLimitExceededException extends HttpException {
   readonly decisions: readonly RateLimitDecision[];
 
   constructor(message: string, retryAfter: number | null, decisions: readonly RateLimitDecision[] = []) {
-    const body = (new.target as typeof RateLimitExceededException).responseBody(message, retryAfter);
+    const body = (new.target as typeof RateLimitExceededException).responseBody(message, retryAfter, decisions);
     // A 429 is an expected answer, not a bug: capturing its stack trace cost ~7 µs per rejected request.
     const stackTraceLimit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
@@ -35,7 +35,7 @@ export class RateLimitExceededException extends HttpException {
   }
 
   /** What `getResponse()` returns (the JSON body of the 429); a subclass may answer with another. */
-  protected static responseBody(message: string, retryAfter: number | null): object {
+  protected static responseBody(message: string, retryAfter: number | null, _decisions: readonly RateLimitDecision[]): object {
     const body: RateLimitExceededBody = { statusCode: HttpStatus.TOO_MANY_REQUESTS, message, error: 'Too Many Requests', retryAfter };
     return body;
   }
@@ -77,6 +77,82 @@ export class GraphqlRateLimitExceededException extends RateLimitExceededExceptio
  */
 export class RateLimitStoreUnavailableException extends HttpException {
   constructor(message = 'Rate limit store unavailable') {
-    super({ statusCode: HttpStatus.SERVICE_UNAVAILABLE, message, error: 'Service Unavailable' }, HttpStatus.SERVICE_UNAVAILABLE);
+    super((new.target as typeof RateLimitStoreUnavailableException).responseBody(message), HttpStatus.SERVICE_UNAVAILABLE);
+  }
+
+  /** What `getResponse()` returns (the JSON body of the 503); a subclass may answer with another. */
+  protected static responseBody(message: string): object {
+    return { statusCode: HttpStatus.SERVICE_UNAVAILABLE, message, error: 'Service Unavailable' };
+  }
+}
+
+/**
+ * The problem type of draft-ietf-httpapi-ratelimit-headers for a request beyond its quota (its "Problem Types"
+ * section; IANA "HTTP Problem Types" registry, recommended status 429).
+ */
+export const RATE_LIMIT_QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+
+/** Media type of an RFC 9457 problem details body in JSON. */
+export const PROBLEM_JSON_CONTENT_TYPE = 'application/problem+json';
+
+/**
+ * The 429 body with `errorFormat: 'problem+json'`: RFC 9457 problem details of the draft's `quota-exceeded`
+ * type. `instance` is not sent: it identifies one occurrence, which only the app can name.
+ */
+export interface RateLimitProblemDetails {
+  type: typeof RATE_LIMIT_QUOTA_EXCEEDED_TYPE;
+  /** The title the draft registers for the type. */
+  title: 'Quota Exceeded';
+  status: 429;
+  /** `errorMessage` (with why retrying will not help, when the cost can never fit). */
+  detail: string;
+  /** Names of the policies whose quota was exceeded, in the route's order. */
+  'violated-policies': string[];
+}
+
+/**
+ * The 503 body with `errorFormat: 'problem+json'`: RFC 9457's `about:blank` type, which means the status
+ * code says it all (the draft's `temporary-reduced-capacity` is about the server's capacity, not about the
+ * limiter's store being down).
+ */
+export interface RateLimitStoreUnavailableProblemDetails {
+  type: 'about:blank';
+  title: 'Service Unavailable';
+  status: 503;
+  detail: string;
+}
+
+/**
+ * The {@link RateLimitExceededException} of `errorFormat: 'problem+json'`: its `getResponse()` is
+ * {@link RateLimitProblemDetails}. The guard sets `Content-Type: application/problem+json` on the response
+ * before throwing it, and Nest's exception filter keeps that type on Express and Fastify; a filter of yours
+ * that answers with another body sets its own `Content-Type`.
+ */
+export class RateLimitExceededProblemException extends RateLimitExceededException {
+  protected static override responseBody(message: string, _retryAfter: number | null, decisions: readonly RateLimitDecision[]): object {
+    const body: RateLimitProblemDetails = {
+      type: RATE_LIMIT_QUOTA_EXCEEDED_TYPE,
+      title: 'Quota Exceeded',
+      status: HttpStatus.TOO_MANY_REQUESTS,
+      detail: message,
+      'violated-policies': decisions.filter((d) => !d.allowed && d.reason !== 'shadow').map((d) => d.policy),
+    };
+    return body;
+  }
+}
+
+/**
+ * The {@link RateLimitStoreUnavailableException} of `errorFormat: 'problem+json'`: its `getResponse()` is
+ * {@link RateLimitStoreUnavailableProblemDetails}, sent as `application/problem+json`.
+ */
+export class RateLimitStoreUnavailableProblemException extends RateLimitStoreUnavailableException {
+  protected static override responseBody(message: string): object {
+    const body: RateLimitStoreUnavailableProblemDetails = {
+      type: 'about:blank',
+      title: 'Service Unavailable',
+      status: HttpStatus.SERVICE_UNAVAILABLE,
+      detail: message,
+    };
+    return body;
   }
 }

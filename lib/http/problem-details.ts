@@ -1,0 +1,25 @@
+import type { RateLimitRejection } from '../contexts/rate-limit-context';
+import {
+  PROBLEM_JSON_CONTENT_TYPE,
+  RateLimitExceededProblemException,
+  RateLimitStoreUnavailableProblemException,
+} from '../rate-limit.exception';
+import type { HttpExchange } from './http-exchange';
+
+/**
+ * The 429 of a controller call as RFC 9457 problem details (`errorFormat: 'problem+json'`), after setting
+ * `Retry-After` (when the wait is finite) and the problem's `Content-Type` on the response. The type is set
+ * here, before Nest's exception filter replies: Express's `res.json` and Fastify's `send` keep a JSON type
+ * already set (adding `; charset=utf-8`), and Nest's adapters leave any `+json` type alone.
+ */
+export function problemRejection(exchange: HttpExchange, { message, retryAfter, decisions }: RateLimitRejection): Error {
+  if (retryAfter !== null) exchange.setHeader('Retry-After', String(retryAfter));
+  exchange.setHeader('Content-Type', PROBLEM_JSON_CONTENT_TYPE);
+  return new RateLimitExceededProblemException(message, retryAfter, decisions);
+}
+
+/** The 503 of a controller call whose `fail-closed` policy met a failed store, as problem details. */
+export function problemUnavailable(exchange: HttpExchange): Error {
+  exchange.setHeader('Content-Type', PROBLEM_JSON_CONTENT_TYPE);
+  return new RateLimitStoreUnavailableProblemException();
+}
