@@ -4,9 +4,12 @@
   Returns { allowed, remaining, reset ms, retry ms, delay = 0, debt after, more = ms until the next whole unit }.
 ]]
 -- Ms until the level (capacity - debt) reaches its next multiple of window: one more whole unit; 0 at full.
+-- A level below zero (a penalty, an overdraft) reports 0 units until it is back to one whole unit.
 local function bucketMore(debt, capacity, limit, window)
   if debt <= 0 then return 0 end
-  return ceildiv(window - (capacity - debt) % window, limit)
+  local level = capacity - debt
+  if level < 0 then return ceildiv(window - level, limit) end
+  return ceildiv(window - level % window, limit)
 end
 
 local function bucket(debt, cost, limit, window, burst)

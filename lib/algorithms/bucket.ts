@@ -46,10 +46,13 @@ export function decideBucket(debt: number, { limit, windowMs, burst }: Algorithm
 
 /**
  * Ms until the level `capacity - debt` (scaled) reaches its next multiple of `windowMs` (one more whole
- * unit), refilling `limit` per ms; 0 at full.
+ * unit), refilling `limit` per ms; 0 at full. A level below zero (a penalty, an overdraft) reports 0 units
+ * until it is back to one whole unit, so that is when `remaining` next grows.
  */
 function nextUnitMs(debt: number, capacity: number, limit: number, windowMs: number): number {
-  return debt > 0 ? ceilDiv(windowMs - ((capacity - debt) % windowMs), limit) : 0;
+  if (debt <= 0) return 0;
+  const level = capacity - debt;
+  return ceilDiv(level < 0 ? windowMs - level : windowMs - (level % windowMs), limit);
 }
 
 /**

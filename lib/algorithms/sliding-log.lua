@@ -51,20 +51,30 @@ ALG[3] = {
         args[#args + 1] = now
         args[#args + 1] = string.format('%d:%08d', now, base + j)
       end
-      redis.call('ZADD', key, unpack(args))
+      redis.call('ZADD', key, (table.unpack or unpack)(args)) -- unpack is Lua 5.1's (Redis, Valkey), table.unpack 5.4's (Dragonfly)
       i = i + 500
     end
     redis.call('PEXPIRE', key, window)
   end,
-  refund = function(key, cost, limit, window, burst, now)
-    -- A negative cost is a penalty: log that many units now, as an admitted request would.
+  refund = function(key, cost, limit, window, burst, now, token)
+    -- A negative cost is a penalty (or an overdraft): log that many units now, as an admitted request would,
+    -- up to twice the limit (one entry per unit: penalties without end would be memory without end).
     if cost < 0 then
-      slidingLogTrim(key, window, now)
-      ALG[3].commit(key, nil, now, -cost, limit, window)
+      local add = math.min(-cost, math.max(2 * limit - slidingLogTrim(key, window, now), 0))
+      if add > 0 then ALG[3].commit(key, nil, now, add, limit, window) end
       return
     end
     -- cost 0 gives nothing back (and -0 would reach Redis as the invalid rank '-0').
     if cost <= 0 or slidingLogTrim(key, window, now) == 0 then return end
+    local at = tonumber(token)
+    if at then
+      -- A settlement's token is when its units were logged: remove entries of that millisecond only (they
+      -- hold the ranks just below the first later entry, highest members last), none once they aged out.
+      local last = redis.call('ZCOUNT', key, '-inf', at) - 1
+      local k = math.min(redis.call('ZCOUNT', key, at, at), cost)
+      if k > 0 then redis.call('ZREMRANGEBYRANK', key, last - k + 1, last) end
+      return
+    end
     redis.call('ZREMRANGEBYRANK', key, -cost, -1)
   end,
 }

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
+import { chargedAt } from './charged-at';
 
 /** Times (ms) of the units taken inside the window, oldest first. */
 export type SlidingLogState = number[];
@@ -45,12 +46,18 @@ export class SlidingLogAlgorithm implements RateLimitAlgorithm<SlidingLogState> 
     };
   }
 
-  refund(state: SlidingLogState | undefined, { windowMs }: AlgorithmParams, cost: number, now: number) {
+  refund(state: SlidingLogState | undefined, { limit, windowMs }: AlgorithmParams, cost: number, now: number, token: string) {
     const log = trim(state, windowMs, now);
-    // A negative cost is a penalty: log that many units now, as an admitted request would.
-    if (cost < 0) return { next: insert(log, now, -cost), ttlMs: windowMs };
+    // A negative cost is a penalty (or an overdraft): log that many units now, as an admitted request would,
+    // up to twice the limit: one entry per unit, so penalties without end would be memory without end.
+    if (cost < 0) {
+      const add = Math.min(-cost, Math.max(2 * limit - log.length, 0));
+      return add > 0 ? { next: insert(log, now, add), ttlMs: windowMs } : undefined;
+    }
     if (log.length === 0) return undefined;
-    const next = log.slice(0, Math.max(log.length - cost, 0));
+    const at = chargedAt(token);
+    const next = at === undefined ? log.slice(0, Math.max(log.length - cost, 0)) : withoutEntriesAt(log, at, cost);
+    if (next === log) return undefined;
     return { next, ttlMs: next.length > 0 ? next[next.length - 1] + windowMs - now : 0 };
   }
 }
@@ -61,6 +68,19 @@ export class SlidingLogAlgorithm implements RateLimitAlgorithm<SlidingLogState> 
  */
 function moreOf(log: SlidingLogState, limit: number, windowMs: number, now: number): number {
   return log.length > 0 ? log[Math.max(log.length - limit, 0)] + windowMs - now : 0;
+}
+
+/**
+ * `log` without up to `cost` of its entries at `at` (a settlement gives back the units its reservation logged
+ * then; entries of one millisecond age out together, so any of them will do): none once they have aged out,
+ * never someone else's later ones. `log` itself when there is none.
+ */
+function withoutEntriesAt(log: SlidingLogState, at: number, cost: number): SlidingLogState {
+  let end = log.length;
+  while (end > 0 && log[end - 1] > at) end--;
+  let start = end;
+  while (start > 0 && log[start - 1] === at && end - start < cost) start--;
+  return start === end ? log : [...log.slice(0, start), ...log.slice(end)];
 }
 
 /** Entries still inside (now − W, now]. */

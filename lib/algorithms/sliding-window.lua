@@ -61,8 +61,19 @@ ALG[2] = {
     -- set it when it moves (a new window, or a first count), not on every hit.
     if r[9] then redis.call('PEXPIRE', key, r[3]) end
   end,
-  refund = function(key, cost, limit, window, burst, now)
+  refund = function(key, cost, limit, window, burst, now, token)
     local id, cur, prev = slidingCounts(key, window, now)
+    -- A settlement's token is when its units were charged: from an earlier window they come back from the
+    -- previous window's count while it still weighs, and from older ones not at all.
+    local at = tonumber(token)
+    if cost >= 0 and at and math.floor(at / window) < id then
+      if math.floor(at / window) ~= id - 1 or prev == 0 then return end
+      local p = math.max(prev - cost, 0)
+      if cur == 0 and p == 0 then redis.call('DEL', key) return end
+      redis.call('HSET', key, 'w', id, 'c', cur, 'p', p)
+      redis.call('PEXPIRE', key, slidingReset(id, cur, p, window, now))
+      return
+    end
     if cur == 0 and cost >= 0 then return end
     local c = math.max(cur - cost, 0)
     redis.call('HSET', key, 'w', id, 'c', c, 'p', prev)

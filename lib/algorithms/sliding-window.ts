@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
+import { chargedAt } from './charged-at';
 
 /** Current window id, its count, and the previous window's count. */
 export interface SlidingWindowState {
@@ -60,8 +61,16 @@ export class SlidingWindowAlgorithm implements RateLimitAlgorithm<SlidingWindowS
     };
   }
 
-  refund(state: SlidingWindowState | undefined, { windowMs }: AlgorithmParams, cost: number, now: number) {
+  refund(state: SlidingWindowState | undefined, { windowMs }: AlgorithmParams, cost: number, now: number, token: string) {
     const { id, cur, prev } = countsOf(state, windowMs, now);
+    const at = chargedAt(token);
+    if (cost >= 0 && at !== undefined && Math.floor(at / windowMs) < id) {
+      // Charged in an earlier window (a settlement says when): the units weigh through the previous window's
+      // count while it overlaps, so they come back from there; from older windows they weigh nothing any more.
+      if (Math.floor(at / windowMs) !== id - 1 || prev === 0) return undefined;
+      const p = Math.max(prev - cost, 0);
+      return { next: { w: id, c: cur, p }, ttlMs: resetOf(id, cur, p, windowMs, now) };
+    }
     // A negative cost (a penalty) may open the current window's count.
     if (cur === 0 && cost >= 0) return undefined;
     const c = Math.max(cur - cost, 0);

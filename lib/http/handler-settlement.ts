@@ -1,8 +1,8 @@
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import type { Observable } from 'rxjs';
-import { finalize } from 'rxjs/operators';
+import { finalize, tap } from 'rxjs/operators';
 
-/** Set on a request whose `concurrency` lease is held until its handler has settled. */
+/** Set on a request whose `concurrency` lease (or `settle`) waits until its handler has settled. */
 const SETTLEMENT = Symbol('nestjs-redis-ratelimit:handler-settlement');
 
 type Carrier = { [SETTLEMENT]?: HandlerSettlement };
@@ -22,6 +22,7 @@ export class HandlerSettlement {
   private running = false;
   private responseEnded = false;
   private done = false;
+  private returnedValue: unknown;
 
   private constructor(private readonly end: () => void) {}
 
@@ -35,6 +36,19 @@ export class HandlerSettlement {
   /** The settlement attached to `request`, if its guard holds a lease for it. */
   static of(request: unknown): HandlerSettlement | undefined {
     return typeof request === 'object' && request !== null ? (request as Carrier)[SETTLEMENT] : undefined;
+  }
+
+  /**
+   * What the handler returned (its observable's last value), for `settle` policies; `undefined` when it
+   * threw, or has not run.
+   */
+  get result(): unknown {
+    return this.returnedValue;
+  }
+
+  /** The handler returned (or emitted) `value`; `undefined` once it failed. */
+  returned(value: unknown): void {
+    this.returnedValue = value;
   }
 
   /** The handler is about to run (its pipes included). */
@@ -61,17 +75,21 @@ export class HandlerSettlement {
 }
 
 /**
- * Tells a request's {@link HandlerSettlement} when its handler starts and settles. Added at bootstrap to the
- * handlers of routes that hold `concurrency` leases only (see `RateLimitLeaseRoutes`): an interceptor in
- * Nest's chain costs every request it runs for (a global one that only passes through measured about
- * +20 µs per request on Fastify), so no other route pays for it. Stateless: one instance serves every app.
+ * Tells a request's {@link HandlerSettlement} when its handler starts and settles, and what it returned.
+ * Added at bootstrap only to the handlers of routes that hold `concurrency` leases or `settle` a cost (see
+ * `RateLimitLeaseRoutes`): an interceptor in Nest's chain costs every request it runs for (a global one that
+ * only passes through measured about +20 µs per request on Fastify), so no other route pays for it.
+ * Stateless: one instance serves every app.
  */
 export class HandlerSettledInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const settlement = context.getType() === 'http' ? HandlerSettlement.of(context.getArgByIndex<unknown>(0)) : undefined;
     if (!settlement) return next.handle();
     settlement.started();
-    return next.handle().pipe(finalize(() => settlement.settled()));
+    return next.handle().pipe(
+      tap({ next: (value: unknown) => settlement.returned(value), error: () => settlement.returned(undefined) }),
+      finalize(() => settlement.settled()),
+    );
   }
 }
 
