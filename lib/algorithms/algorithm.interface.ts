@@ -1,4 +1,5 @@
 import type { RateLimitAlgorithmName } from '../interfaces/policy.interface';
+import type { CalendarPeriods } from '../utils/calendar';
 
 /**
  * The numbers an algorithm decides with, resolved for one request. Integers; times in milliseconds.
@@ -6,8 +7,11 @@ import type { RateLimitAlgorithmName } from '../interfaces/policy.interface';
  */
 export interface AlgorithmParams {
   limit: number;
+  /** The window; for a calendar window, the length of the period holding this host's now (what `w` states). */
   windowMs: number;
   burst: number;
+  /** A `fixed-window` calendar window: its periods around now, the window being the one that holds the store's now. */
+  periods?: CalendarPeriods;
 }
 
 /**

@@ -1,19 +1,51 @@
 --[[
   fixed-window: at most `limit` units per aligned window floor(now / window).
+  A calendar window arrives as `window` = { b0, b1, b2, b3 }, four consecutive period starts (ms) the app
+  computed around its own clock; the window is the period holding the server's now ([b0,b1), [b1,b2) or
+  [b2,b3)), its id the period's start. A now outside [b0, b3) fails the decision (clocks a period apart).
   KEY    state hash { w = window id, n = units counted in that window }
   check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count, new window?,
     more = ms until more quota: the window's end once anything is counted in it, else 0 }
   commit writes the new count and expires the hash at the window's end; refund gives units back in the same window
   (a negative cost, a penalty, charges them, whatever the count).
 ]]
+local fixedWindowType = type
+
+-- A calendar window's period holding now: its start (the window id) and its end, ms.
+local function calendarPeriod(window, now)
+  for i = 1, 3 do
+    if now >= window[i] and now < window[i + 1] then return window[i], window[i + 1] end
+  end
+  -- %d: a whole number that cjson decoded as a float (Lua 5.4) still prints without an exponent.
+  error({ err = string.format('calendar window: the store\'s clock (%d ms) is outside the periods computed on this host'
+    .. ' (%d to %d ms): the clocks differ by more than a period.', now, window[1], window[4]) })
+end
+
+-- The window holding now: its id, start and end (ms).
+local function fixedWindowAt(window, now)
+  if fixedWindowType(window) == 'number' then
+    local id = math.floor(now / window)
+    return id, id * window, (id + 1) * window
+  end
+  local start, stop = calendarPeriod(window, now)
+  return start, start, stop
+end
+
 ALG[1] = {
   check = function(key, cost, limit, window, burst, now)
-    local id = math.floor(now / window)
+    -- fixedWindowAt, inlined on this path (every decision): the call would double what finding the window costs.
+    local id, stop
+    if fixedWindowType(window) == 'number' then
+      id = math.floor(now / window)
+      stop = (id + 1) * window
+    else
+      id, stop = calendarPeriod(window, now)
+    end
     local st = redis.call('HMGET', key, 'w', 'n')
     local n = 0
     local fresh = tonumber(st[1]) ~= id
     if not fresh then n = tonumber(st[2]) end
-    local ends = (id + 1) * window - now
+    local ends = stop - now
     if n + cost <= limit then
       local reset = 0
       if n + cost > 0 then reset = ends end
@@ -29,13 +61,16 @@ ALG[1] = {
     -- The hash lives until its window ends: set once per window, not on every hit.
     if r[8] then redis.call('PEXPIRE', key, r[3]) end
   end,
-  refund = function(key, cost, limit, window, burst, now)
-    local id = math.floor(now / window)
+  refund = function(key, cost, limit, window, burst, now, token)
+    local id, start, stop = fixedWindowAt(window, now)
+    -- A settlement's token is when its units were charged: units of an earlier window ended with it.
+    local at = tonumber(token)
+    if cost >= 0 and at and at < start then return end
     local st = redis.call('HMGET', key, 'w', 'n')
     local n = 0
     if tonumber(st[1]) == id then n = tonumber(st[2]) elseif cost >= 0 then return end
     -- A negative cost is a penalty: it may open the window's count, which then lives until the window ends.
     redis.call('HSET', key, 'w', id, 'n', math.max(n - cost, 0))
-    if n == 0 then redis.call('PEXPIRE', key, (id + 1) * window - now) end
+    if n == 0 then redis.call('PEXPIRE', key, stop - now) end
   end,
 }
