@@ -8,7 +8,7 @@ export class MetricsController {
   constructor(private readonly rateLimitMetrics: RateLimitMetrics) {}
 
   /**
-   * `rate_limit_allowed_total` / `rate_limit_rejected_total` per policy, `rate_limit_store_errors_total`,
+   * `rate_limit_allowed_total` / `rate_limit_rejected_total` / `rate_limit_near_limit_total` per policy, `rate_limit_store_errors_total`,
    * `rate_limit_decision_duration_seconds`. Never limited: a scraper must always get through.
    */
   @Get('metrics')

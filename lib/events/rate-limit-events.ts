@@ -16,16 +16,24 @@ export const RATE_LIMIT_EVENTS = {
   rejected: 'rate-limit.rejected',
   /** Every store failure or missed deadline (`Error`). */
   storeError: 'rate-limit.store-error',
+  /**
+   * Each allowed policy decision at or under `nearLimitRatio` of its limit (its `RateLimitDecision`; see
+   * {@link RateLimitHooks.nearLimit}).
+   */
+  nearLimit: 'rate-limit.near-limit',
 } as const;
 
 /**
- * The in-process event bus of one `RateLimitModule`: every decision and every store error, typed, with no
- * peer dependency and no store round trip. The module's `hooks` option is called first, then each
+ * The in-process event bus of one `RateLimitModule`: every decision, every near-limit policy decision and
+ * every store error, typed, with no peer dependency and no store round trip. The module's `hooks` option is called first, then each
  * subscriber, synchronously and in order; a listener that throws is logged (rate-limited) and never fails
  * the request. Injectable wherever `RateLimitModule` is visible (it is global by default).
  * @example
  * constructor(events: RateLimitEvents) {
- *   events.subscribe({ decision: (e) => { if (!e.allowed) audit(e.decisions); } });
+ *   events.subscribe({
+ *     decision: (e) => { if (!e.allowed) audit(e.decisions); },
+ *     nearLimit: (d) => warnCustomer(d.policy, d.remaining),
+ *   });
  * }
  */
 export class RateLimitEvents {
@@ -36,10 +44,12 @@ export class RateLimitEvents {
   /**
    * What the engine and the store call: publishes to the options' hooks and every subscriber.
    * Pass it as `hooks` wherever the module's options are handed on. `decision` is absent while nobody
-   * listens to decisions, so an unobserved decision costs no clock reads and no event object.
+   * listens to decisions, so an unobserved decision costs no clock reads and no event object; `nearLimit`
+   * likewise, so nothing compares `remaining` with the limit unless someone wants to know.
    */
   readonly hooks: RateLimitHooks = { storeError: (error) => this.publish('storeError', error) };
   private readonly publishDecision: NonNullable<RateLimitHooks['decision']> = (event) => this.publish('decision', event);
+  private readonly publishNearLimit: NonNullable<RateLimitHooks['nearLimit']> = (decision) => this.publish('nearLimit', decision);
 
   /** @param optionHooks the module's `hooks` option, called before any subscriber. */
   constructor(optionHooks?: RateLimitHooks) {
@@ -48,8 +58,9 @@ export class RateLimitEvents {
   }
 
   /**
-   * Calls `listener.decision` for every decision and `listener.storeError` for every store error until the
-   * returned function is called. Keep listeners cheap: they run on the request path.
+   * Calls `listener.decision` for every decision, `listener.nearLimit` for every near-limit policy decision
+   * and `listener.storeError` for every store error until the returned function is called. Keep listeners
+   * cheap: they run on the request path.
    */
   subscribe(listener: RateLimitHooks): () => void {
     this.listeners = [...this.listeners, listener];
@@ -60,9 +71,10 @@ export class RateLimitEvents {
     };
   }
 
-  /** Offers the decision hook exactly while some listener has one. */
+  /** Offers the decision and near-limit hooks exactly while some listener has one. */
   private listen(): void {
     this.hooks.decision = this.listeners.some((l) => l.decision) ? this.publishDecision : undefined;
+    this.hooks.nearLimit = this.listeners.some((l) => l.nearLimit) ? this.publishNearLimit : undefined;
   }
 
   private publish<K extends keyof RateLimitHooks>(kind: K, payload: Parameters<Required<RateLimitHooks>[K]>[0]): void {

@@ -1,5 +1,6 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { Counter, Histogram, register, type Registry } from 'prom-client';
+import { DECISION_DURATION_BUCKETS } from '../events/decision-telemetry';
 import { RateLimitEvents } from '../events/rate-limit-events';
 import type { RateLimitDecisionEvent } from '../interfaces/module-options.interface';
 
@@ -30,9 +31,6 @@ export interface RateLimitPrometheusOptions {
 /** Injection token of the {@link RateLimitPrometheusOptions}. */
 export const RATE_LIMIT_PROMETHEUS_OPTIONS = Symbol('RATE_LIMIT_PROMETHEUS_OPTIONS');
 
-/** Sub-millisecond (memory store) to the default 100 ms store deadline and beyond. */
-const DEFAULT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
-
 /**
  * The rate limiter's Prometheus metrics, fed by {@link RateLimitEvents} (so they never add a store round
  * trip):
@@ -40,6 +38,8 @@ const DEFAULT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
  *   policy per decision, as that policy decided (`reason`: `counter` = the policy's own counter, `blocked`,
  *   `cost-exceeds-capacity`, `store-unavailable` = `onStoreError` decided, `shadow` = a shadow policy that
  *   would have rejected; the request went through);
+ * - `rate_limit_near_limit_total{policy}`: allowed decisions of a policy at or under the module's
+ *   `nearLimitRatio` of its limit (Envoy's `near_limit`: clients about to be rejected);
  * - `rate_limit_store_errors_total`: store failures and missed deadlines;
  * - `rate_limit_decision_duration_seconds{outcome}`: latency of each decision (one per request or
  *   programmatic call; `outcome` `allowed` or `rejected`), store round trip included.
@@ -55,6 +55,8 @@ export class RateLimitMetrics implements OnModuleDestroy {
   readonly allowed: Counter<'policy' | 'reason'>;
   /** `rate_limit_rejected_total{policy, reason}`. */
   readonly rejected: Counter<'policy' | 'reason'>;
+  /** `rate_limit_near_limit_total{policy}`. */
+  readonly nearLimit: Counter<'policy'>;
   /** `rate_limit_store_errors_total`. */
   readonly storeErrors: Counter;
   /** `rate_limit_decision_duration_seconds{outcome}`. */
@@ -73,6 +75,11 @@ export class RateLimitMetrics implements OnModuleDestroy {
       'policy',
       'reason',
     ]);
+    this.nearLimit = this.counter(
+      `${prefix}near_limit_total`,
+      'Allowed decisions of a policy with at most nearLimitRatio of its limit left, by policy.',
+      ['policy'],
+    );
     this.storeErrors = this.counter(`${prefix}store_errors_total`, 'Rate-limit store failures and missed deadlines.', []);
     this.decisionDuration = this.metric(
       `${prefix}decision_duration_seconds`,
@@ -82,11 +89,15 @@ export class RateLimitMetrics implements OnModuleDestroy {
           name: `${prefix}decision_duration_seconds`,
           help: 'Latency of rate-limit decisions (store round trip included), by outcome.',
           labelNames: ['outcome'],
-          buckets: options.buckets ?? DEFAULT_BUCKETS,
+          buckets: options.buckets ?? [...DECISION_DURATION_BUCKETS],
           registers: [this.registry],
         }),
     );
-    this.unsubscribe = events.subscribe({ decision: (event) => this.record(event), storeError: () => this.storeErrors.inc() });
+    this.unsubscribe = events.subscribe({
+      decision: (event) => this.record(event),
+      nearLimit: ({ policy }) => this.nearLimit.inc({ policy }),
+      storeError: () => this.storeErrors.inc(),
+    });
   }
 
   /** The registry's exposition text, for a `/metrics` route (serve it with {@link contentType}). */

@@ -2,8 +2,8 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { RATE_LIMIT_PROMETHEUS_OPTIONS, RateLimitMetrics, type RateLimitPrometheusOptions } from './rate-limit-metrics';
 
 /**
- * Prometheus metrics of the rate limiter (prom-client, an optional peer dependency): counters of allowed
- * and rejected decisions per policy, store errors, and a histogram of decision latency; see
+ * Prometheus metrics of the rate limiter (prom-client, an optional peer dependency): counters of allowed,
+ * rejected and near-limit decisions per policy, store errors, and a histogram of decision latency; see
  * {@link RateLimitMetrics}. Needs `RateLimitModule` (global by default); adds no store round trip.
  * @example
  * imports: [RateLimitModule.forRoot({ redis }), RateLimitPrometheusModule.forRoot()]

@@ -134,6 +134,9 @@ describe.each(ADAPTERS)('Prometheus metrics on %s with the Redis store', (adapte
         'rate_limit_allowed_total{policy="current",reason="counter"}': 3,
         'rate_limit_allowed_total{policy="next",reason="counter"}': 1,
         'rate_limit_rejected_total{policy="next",reason="shadow"}': 2,
+        // The default nearLimitRatio 0.1: the decisions that took the last unit of 'burst' (3) and 'next' (1).
+        'rate_limit_near_limit_total{policy="burst"}': 1,
+        'rate_limit_near_limit_total{policy="next"}': 1,
         rate_limit_store_errors_total: 0,
         'rate_limit_decision_duration_seconds_count{outcome="allowed"}': 6,
         'rate_limit_decision_duration_seconds_count{outcome="rejected"}': 2,
@@ -272,6 +275,7 @@ describe.each(ADAPTERS)('the sample app on %s', (adapter) => {
       expect(countsOf(parseExposition(scrape.text, 'rate_limit_'))).toEqual({
         'rate_limit_allowed_total{policy="plan",reason="counter"}': 3,
         'rate_limit_rejected_total{policy="plan",reason="counter"}': 1,
+        'rate_limit_near_limit_total{policy="plan"}': 1,
         rate_limit_store_errors_total: 0,
         'rate_limit_decision_duration_seconds_count{outcome="allowed"}': 3,
         'rate_limit_decision_duration_seconds_count{outcome="rejected"}': 1,
