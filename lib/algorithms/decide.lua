@@ -5,21 +5,28 @@
   standalone Redis): they run one after the other, as separate calls would, at one reading of the clock.
 
   Per decision, in order:
-    KEYS  per policy: state key, block key (all of one decision share one {hash tag})
+    KEYS  per policy: state key, block key; then the tracker's deny key (all of one decision share one {hash tag})
     ARGV  one JSON array (one argument per decision: Node and Redis pay per argument, and cjson parses numbers
           faster than tonumber does):
-          [ mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries) | 'r' refund cost / release lease | 'b' block for blockFor
+          [ mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries) | 'r' refund cost / release lease
+            | 'b' block for blockFor, never shortening a lockout in force, the token kept as its note (a deny's reason)
             | 'x' penalty: charge cost whatever the counter says (the refund with cost negated), then peek one unit,
-            then per policy (7 each): algorithm id, cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token (lease id or '') ]
-  Reply (integers only):
+            then per policy (7 each): algorithm id, cost (units), limit, window (ms), burst,
+            blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ]),
+            token (lease id or '') ]
+  A lockout or deny key holds `<until>[:<offences>][|<note>]`: the end (server ms), an escalating policy's
+  lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason.
+  Reply (integers, and a deny's reason):
     { now (server ms),
       per consume/peek/penalty decision, per policy: status, remaining, reset (ms), retry after (ms, -1 = never), delay (ms),
         more (ms until additional quota: `remaining` grows by one; 0 when nothing is used; a lockout's end at the soonest) }
-    status: 0 allowed; rejected: 1 by the counter, 2 blocked (lockout), 3 cost exceeds capacity.
+    status: 0 allowed; rejected: 1 by the counter, 2 blocked (lockout), 3 cost exceeds capacity, 4 denied (the
+    tracker's deny key: every policy, with remaining 0, reset = retry = more = the deny's end, and its reason in
+    place of the delay, 0 without one).
     A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
     Refund and block decisions add nothing. A decision that failed has its error message (a string) in
     its first status slot, and zeros.
-  Time comes from the server's TIME only; nothing is stored but integers.
+  Time comes from the server's TIME only; nothing is stored but integers and a deny's reason.
 ]]
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 local ALG = {}
@@ -36,26 +43,93 @@ local function policy(k, d, i)
   return ALG[d[p]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], d[p + 1], d[p + 2], d[p + 3], d[p + 4], d[p + 5], d[p + 6]
 end
 
+-- A lockout or deny key's value as its end, offence count (0 without) and note (0 without): see the header.
+-- A plain lockout, the usual value, is a number and parses at once.
+local function lockout(v)
+  local until_ = tonumber(v)
+  if until_ then return until_, 0, 0 end
+  local note = 0
+  local bar = string.find(v, '|', 1, true)
+  if bar then v, note = string.sub(v, 1, bar - 1), string.sub(v, bar + 1) end
+  local colon = string.find(v, ':', 1, true)
+  if colon then return tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)), note end
+  return tonumber(v), 0, note
+end
+
+-- The lockout a rejection starts, given the block key's value v: its length, the value to store and its PX.
+-- An escalating policy's n-th lockout since it was last forgiven lasts min(first × factor^(n-1), max), and its
+-- key outlives it by forgiveAfter to remember n; offences whose quiet time has passed are forgotten.
+local function lockoutFor(blockFor, v)
+  if type(blockFor) == 'number' then return blockFor, now + blockFor, blockFor end
+  local len, factor, max, forgive = blockFor[1], blockFor[2], blockFor[3], blockFor[4]
+  local offences = 0
+  if v then
+    local until_, count = lockout(v)
+    if now < until_ + forgive then offences = count end
+  end
+  -- At most ~42 steps: the cap is at most 2^42 times the first lockout.
+  for _ = 1, offences do
+    len = len * factor
+    if len >= max then
+      len = max
+      break
+    end
+  end
+  return len, string.format('%d:%d', now + len, offences + 1), len + forgive
+end
+
+-- block(): a lockout of blockFor from now, unless one in force ends as late or later (never shortened). An
+-- escalating policy keeps its unforgiven offence count (and its key the forgiveness time); a note is kept with it.
+local function extendLockout(bkey, blockFor, note)
+  local len, forgive = blockFor, 0
+  if type(blockFor) == 'table' then len, forgive = blockFor[1], blockFor[4] end
+  local until_, px, offences = now + len, len, 0
+  local v = redis.call('GET', bkey)
+  if v then
+    local before, count = lockout(v)
+    if before >= until_ then return end
+    if forgive > 0 and now < before + forgive then offences = count end
+  end
+  -- %d, not concatenation: Lua 5.4 (Dragonfly) would print a number cjson gave as a float with '.0'.
+  local value = string.format('%d', until_)
+  if offences > 0 then value, px = value .. string.format(':%d', offences), len + forgive end
+  if note ~= '' then value = value .. '|' .. note end
+  redis.call('SET', bkey, value, 'PX', px)
+end
+
 local function change(mode, n, k, d)
   for i = 1, n do
     local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
     if mode == 'r' then
       alg.refund(key, cost, limit, window, burst, now, token)
     else
-      redis.call('SET', bkey, now + blockFor, 'PX', blockFor)
+      extendLockout(bkey, blockFor, token)
     end
   end
 end
 
 -- Decides into the six reply slots per policy from reply[o].
 local function decide(mode, n, k, d, o)
+  -- A denied tracker is rejected by every policy, before any is checked: one GET per decision.
+  local denial = redis.call('GET', KEYS[k + 2 * n])
+  if denial then
+    local until_, _, note = lockout(denial)
+    if until_ > now then
+      local left = until_ - now
+      for b = o, o + 6 * (n - 1), 6 do
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 5, 0, left, left, note, left
+      end
+      return
+    end
+  end
   -- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
   local allowed = true
   local verdicts = {}
   for i = 1, n do
     local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
     local b = o + (i - 1) * 6
-    local until_ = tonumber(redis.call('GET', bkey))
+    local v = redis.call('GET', bkey)
+    local until_ = v and lockout(v)
     if until_ and until_ > now then
       allowed = false
       reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 2, 0, until_ - now, until_ - now, 0, until_ - now
@@ -71,11 +145,12 @@ local function decide(mode, n, k, d, o)
         local status, reset, retry, more = 1, r[3], r[4], r.more
         if cost > capacity then
           status, retry = 3, -1
-        elseif blockFor > 0 and mode == 'c' then
-          redis.call('SET', bkey, now + blockFor, 'PX', blockFor)
-          if blockFor > retry then retry = blockFor end
-          if blockFor > reset then reset = blockFor end
-          if blockFor > more then more = blockFor end
+        elseif blockFor ~= 0 and mode == 'c' then
+          local len, value, px = lockoutFor(blockFor, v)
+          redis.call('SET', bkey, value, 'PX', px)
+          if len > retry then retry = len end
+          if len > reset then reset = len end
+          if len > more then more = len end
           status = 2
         end
         reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = status, r[2], reset, retry, r[5], more
@@ -133,6 +208,6 @@ for j = 1, #ARGV do
       for x = o + 1, o + 6 * n - 1 do reply[x] = 0 end
     end
   end
-  k = k + 2 * n
+  k = k + 2 * n + 1
 end
 return reply

@@ -149,8 +149,9 @@ export class SheddingStore implements RateLimitStore {
 
   private remember(key: string, calls: readonly RateLimitCall[], decision: StoreDecision): void {
     if (decision.allowed) return;
-    // Store-unavailable verdicts (reason 3) are fallbacks, not facts about the counter.
-    if (decision.verdicts.some((v) => v.reason === 3)) return;
+    // Store-unavailable verdicts (reason 3) are fallbacks, not facts about the counter; a deny (4) can be
+    // lifted by allow() on any instance at any time, and the engine's deny list answers it in front of us.
+    if (decision.verdicts.some((v) => v.reason === 3 || v.reason === 4)) return;
     const waits = decision.verdicts.filter((v) => !v.allowed).map((v) => v.retryAfterMs);
     let retry = waits.some((w) => w < 0) ? Infinity : Math.max(...waits);
     const now = this.clock();

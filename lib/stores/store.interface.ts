@@ -1,4 +1,5 @@
 import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
+import type { LockoutEscalation } from './lockouts';
 
 /** Most policies decided together in one store call (routes and `consumeAll` are checked against it). */
 export const MAX_POLICIES_PER_DECISION = 8;
@@ -9,17 +10,24 @@ export interface RateLimitCall {
   params: AlgorithmParams;
   /** Units to take (or to give back, for a refund). */
   cost: number;
-  /** Lockout length after a rejection; 0 = none. */
+  /** Lockout length after a rejection (an escalating policy's first); 0 = none. */
   blockForMs: number;
+  /** How lockouts grow for a repeat offender (policy `escalate`); absent: every lockout lasts `blockForMs`. */
+  escalate?: LockoutEscalation;
   /** Key of the algorithm's state. */
   stateKey: string;
   /** Key of the policy's lockout. */
   blockKey: string;
-  /** Lease id for `concurrency`; '' otherwise. */
+  /** Lease id for `concurrency`; in a `block`, the note kept with the lockout (a deny's reason); '' otherwise. */
   token: string;
+  /**
+   * The tracker's deny-list key, the same for every call of one decision: a decision finds it set rejects
+   * every policy (reason 4). Absent: no deny list applies (a lease's renewal).
+   */
+  denyKey?: string;
   /** What this call gets when the store fails or misses its deadline. */
   fallback: StoreFallback;
-  /** Whether units may be given back later (`countOnly`), so a rejection is not final until its retry time. */
+  /** Whether units may be given back later (`countOnly`, `settle`), so a rejection is not final until its retry time. */
   refundable: boolean;
 }
 
@@ -31,9 +39,9 @@ export type StoreFallback = 'fail-open' | 'fail-closed' | 'insurance';
 
 /**
  * Why a verdict is what it is: 0 the counter, 1 a lockout, 2 the cost exceeds the capacity,
- * 3 the store was unavailable and the call's fallback decided.
+ * 3 the store was unavailable and the call's fallback decided, 4 the tracker is denied (`deny()`).
  */
-export type VerdictReason = 0 | 1 | 2 | 3;
+export type VerdictReason = 0 | 1 | 2 | 3 | 4;
 
 /** One policy's verdict, as the Lua script replies it. `retryAfterMs` −1 = never. */
 export interface StoreVerdict {
@@ -45,6 +53,8 @@ export interface StoreVerdict {
   /** Ms until more quota is made available (see {@link RateLimitDecision.moreQuotaMs}). */
   moreQuotaMs: number;
   reason: VerdictReason;
+  /** A deny's reason (reason 4), when it has one. */
+  note?: string;
 }
 
 /** The verdicts of one decision and the store time it was made at. */
@@ -63,6 +73,11 @@ export type DecisionMode = 'consume' | 'peek';
  * Where counters live. Implementations decide every call of one request atomically (all or nothing).
  */
 export interface RateLimitStore {
+  /**
+   * True when the store decides in this process (the memory store): a deny it holds is answered without a
+   * round trip already, so nothing keeps a copy of it in front (see RateLimitDenyList).
+   */
+  readonly inProcess?: boolean;
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision>;
   /**
    * The same decision without a promise, for stores that decide in-process (the memory store): the guard's
@@ -76,7 +91,10 @@ export interface RateLimitStore {
    * of one unit per call would (whether one more unit fits, and when). Absent: the store cannot charge without a request.
    */
   penalize?(calls: readonly RateLimitCall[]): Promise<StoreDecision>;
-  /** Locks each call's tracker out for `ms`, from the store's now. */
+  /**
+   * Locks each call's tracker out for `ms` from the store's now, unless a lockout in force ends later (never
+   * shortened); an escalating call keeps its offence count, and a call's `token` is kept as the lockout's note.
+   */
   block(calls: readonly RateLimitCall[], ms: number): Promise<void>;
   /** Deletes keys: `reset` and `unblock`. */
   delete(keys: readonly string[]): Promise<void>;
