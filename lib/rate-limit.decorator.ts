@@ -1,5 +1,6 @@
 import { SetMetadata } from '@nestjs/common';
 import type {
+  CalendarWindow,
   ContextValue,
   Duration,
   RateLimitAlgorithmName,
@@ -65,13 +66,13 @@ export function RateLimit(
 export function RateLimit(
   algorithm: RateLimitAlgorithmName,
   limit: ContextValue<number>,
-  window: ContextValue<Duration>,
+  window: ContextValue<Duration | CalendarWindow>,
   extra?: Partial<RateLimitPolicy>,
 ): ClassDecorator & MethodDecorator;
 export function RateLimit(
   first: RateLimitPolicy | RateLimitPolicyOverride | ReadonlyArray<RateLimitPolicy | RateLimitPolicyOverride> | RateLimitAlgorithmName,
   limit?: ContextValue<number>,
-  window?: ContextValue<Duration>,
+  window?: ContextValue<Duration | CalendarWindow>,
   extra?: Partial<RateLimitPolicy>,
 ): ClassDecorator & MethodDecorator {
   const policies =
