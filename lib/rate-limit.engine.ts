@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { AlgorithmParams } from './algorithms/algorithm.interface';
 import type { RateLimitDecision } from './interfaces/decision.interface';
-import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
+import type { RateLimitDecisionEvent, RateLimitModuleOptions } from './interfaces/module-options.interface';
+import { RateLimitDenyList } from './stores/deny-list';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './stores/store.interface';
 import type { CompiledPolicy } from './utils/compile-policy';
+import { DENY_KEY_SUFFIX } from './utils/keys';
 import { StringMemo } from './utils/string-memo';
 
 /** One policy of a decision, with its per-request values resolved. */
@@ -23,12 +25,21 @@ export interface EngineDecision {
   decisions: RateLimitDecision[];
   /** The calls as sent to the store, in order, to refund or release them later. */
   calls: RateLimitCall[];
+  /**
+   * The store's time of the decision in ms (its `TIME`), which a settlement names to give units back in the
+   * window they were charged in; one per request when shadow policies were decided apart at another time.
+   */
+  nowMs: number | number[];
 }
 
 /** The engine's share of the module options. */
-export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onStoreError' | 'hooks'>;
+export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onStoreError' | 'hooks' | 'nearLimitRatio'> & {
+  /** Local time in ms for the deny list's cache (see {@link RateLimitDenyList}); monotonic by default. */
+  clock?: () => number;
+};
 
-const REASONS = [undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailable'] as const;
+/** Public reasons by verdict reason; a deny (4) is reported as a lockout. */
+const REASONS = [undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailable', 'blocked'] as const;
 
 /** The engine's memos are keyed by strings the library built (see {@link RateLimitEngine}): nothing to copy. */
 const OWN_KEYS = { ownKeys: true } as const;
@@ -50,24 +61,32 @@ export class RateLimitEngine {
     OWN_KEYS,
   );
 
+  /** Denied trackers: kept in the store, and remembered here in front of a remote one. */
+  readonly denials: RateLimitDenyList;
+
   constructor(
     readonly store: RateLimitStore,
     private readonly options: RateLimitEngineOptions = {},
-  ) {}
+  ) {
+    this.denials = new RateLimitDenyList(store, options.clock);
+  }
 
   /** Store calls for `requests`, all under one tracker (one hash tag). */
   calls(trackerPrefix: string, requests: readonly PolicyRequest[]): RateLimitCall[] {
     const keys = this.keys.get(trackerPrefix);
+    const denyKey = keys.get(DENY_KEY_SUFFIX);
     return requests.map(({ compiled, params, cost, token }) => ({
       algorithm: compiled.algorithm,
       params,
       cost,
       blockForMs: compiled.blockForMs,
+      escalate: compiled.escalate,
+      denyKey,
       stateKey: keys.get(compiled.stateKeySuffix),
       blockKey: keys.get(compiled.blockKeySuffix),
       token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
       fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? 'fail-open',
-      refundable: compiled.policy.countOnly !== undefined,
+      refundable: compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined,
     }));
   }
 
@@ -94,14 +113,25 @@ export class RateLimitEngine {
     return this.reported(this.toEngineDecision(requests, calls, answer), started);
   }
 
-  /** The store's answer: synchronous when it has one in-process ({@link RateLimitStore.decideSync}), else a promise. */
-  private ask(calls: RateLimitCall[], mode: DecisionMode): StoreDecision | Promise<StoreDecision> {
-    return this.store.decideSync?.(calls, mode) ?? this.store.decide(calls, mode);
+  /** The deny-list key of the tracker whose key prefix is `trackerPrefix`. */
+  denyKey(trackerPrefix: string): string {
+    return this.keys.get(trackerPrefix).get(DENY_KEY_SUFFIX);
   }
 
-  /** Gives back the cost of `calls` (count-only outcomes), or releases their leases (`concurrency`). */
+  /**
+   * The store's answer: synchronous when it has one in-process ({@link RateLimitStore.decideSync}), else a
+   * promise; a tracker this instance knows to be denied is answered before any store call.
+   */
+  private ask(calls: RateLimitCall[], mode: DecisionMode): StoreDecision | Promise<StoreDecision> {
+    return this.denials.answer(calls) ?? this.store.decideSync?.(calls, mode) ?? this.store.decide(calls, mode);
+  }
+
+  /**
+   * Gives back the cost of `calls` (count-only outcomes), or releases their leases (`concurrency`). Calls of
+   * different trackers go in separate store calls: on a Cluster their keys live in different slots.
+   */
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
-    await this.store.refund(calls);
+    await Promise.all(byTracker(calls).map((group) => this.store.refund(group)));
   }
 
   private anyShadow(requests: readonly PolicyRequest[]): boolean {
@@ -133,17 +163,47 @@ export class RateLimitEngine {
         decisions.push(d.allowed ? d : { ...d, reason: 'shadow' });
       }
     }
-    return { allowed: enforced?.allowed ?? true, decisions, calls };
+    const times = [enforced, shadowed].flatMap((part) => (part ? [part.nowMs as number] : []));
+    const nowMs = times[0] === times[times.length - 1] ? times[0] : shadow.map((isShadow) => times[isShadow ? 1 : 0]);
+    return { allowed: enforced?.allowed ?? true, decisions, calls, nowMs };
   }
 
-  /** Tells the decision hook, when there is one, and passes the result on. */
+  /** Tells the decision and near-limit hooks, when there are any, and passes the result on. */
   private reported(result: EngineDecision, started: number): EngineDecision {
-    this.options.hooks?.decision?.({ allowed: result.allowed, decisions: result.decisions, durationMs: performance.now() - started });
+    const hooks = this.options.hooks;
+    if (hooks?.decision) hooks.decision(this.decisionEvent(result, started));
+    if (hooks?.nearLimit) this.reportNearLimit(result.decisions, hooks.nearLimit);
     return result;
   }
 
-  private toEngineDecision(requests: readonly PolicyRequest[], calls: RateLimitCall[], result: StoreDecision): EngineDecision {
-    return { allowed: result.allowed, decisions: this.toDecisions(requests, result.verdicts), calls };
+  private decisionEvent({ allowed, decisions, calls }: EngineDecision, started: number): RateLimitDecisionEvent {
+    const event: RateLimitDecisionEvent = { allowed, decisions, durationMs: performance.now() - started };
+    // Only during an outage, so the usual event stays three fields.
+    for (const d of decisions) {
+      if (d.reason === 'store-unavailable') {
+        event.fallbacks = calls.map((c) => c.fallback);
+        break;
+      }
+    }
+    return event;
+  }
+
+  /**
+   * Each allowed decision with at most `floor(nearLimitRatio × limit)` units left. A fallback's decision is
+   * left out: during an outage the client's real quota is unknown (fail-open reports a full one).
+   */
+  private reportNearLimit(decisions: readonly RateLimitDecision[], nearLimit: (decision: RateLimitDecision) => void): void {
+    // The epsilon keeps 0.29 × 100 at 29 rather than 28.999….
+    const ratio = (this.options.nearLimitRatio ?? 0.1) + 1e-12;
+    for (const d of decisions) {
+      if (d.allowed && d.reason !== 'store-unavailable' && d.remaining <= Math.floor(ratio * d.limit)) nearLimit(d);
+    }
+  }
+
+  private toEngineDecision(requests: readonly PolicyRequest[], calls: RateLimitCall[], answer: StoreDecision): EngineDecision {
+    // Only a rejection can teach a deny; an answer that allowed matters only while some deny is known here.
+    const result = !answer.allowed || this.denials.active ? this.denials.review(calls, answer) : answer;
+    return { allowed: result.allowed, decisions: this.toDecisions(requests, result.verdicts), calls, nowMs: result.nowMs };
   }
 
   /** Public decisions for store verdicts, one per request. */
@@ -170,4 +230,20 @@ function toDecision({ compiled, params }: PolicyRequest, v: StoreVerdict): RateL
   const reason = REASONS[v.reason];
   if (reason) decision.reason = reason;
   return decision;
+}
+
+/** `calls` grouped by tracker (the hash tag of their keys), in order; one group in the usual case. */
+function byTracker(calls: readonly RateLimitCall[]): ReadonlyArray<readonly RateLimitCall[]> {
+  const tagOf = (call: RateLimitCall) => call.stateKey.slice(0, call.stateKey.indexOf('}') + 1);
+  if (calls.length === 0) return [];
+  const first = tagOf(calls[0]);
+  if (calls.every((call) => tagOf(call) === first)) return [calls];
+  const groups = new Map<string, RateLimitCall[]>();
+  for (const call of calls) {
+    const tag = tagOf(call);
+    const group = groups.get(tag);
+    if (group) group.push(call);
+    else groups.set(tag, [call]);
+  }
+  return [...groups.values()];
 }
