@@ -6,7 +6,7 @@ import type { RateLimitSettle } from '../interfaces/policy.interface';
 import type { RateLimitEngine } from '../rate-limit.engine';
 import { chargeOf, isCost, settleCharges, type Charge } from '../service/settlement';
 import { describeValue } from '../utils/describe-value';
-import { trackerOf, type RouteOutcome } from './decide-route';
+import type { RouteOutcome } from './decide-route';
 import type { PlannedPolicy, RoutePlan } from './route-plan';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
@@ -25,7 +25,7 @@ interface Settling {
 /**
  * Settles a route's `settle` policies once its call is over (the response ended and the handler settled):
  * each policy's function gives the actual cost from what the handler returned, and what the guard charged
- * is adjusted by the difference in one atomic store call per tracker. Only charges the store took are
+ * is adjusted by the difference in one atomic store call per tracker (see RateLimitEngine.refund). Only charges the store took are
  * settled: not a shadow policy that would have rejected, nor a fallback's answer during an outage. A function
  * that throws, answers anything but a whole number ≥ 0, or misses `userFunctionTimeoutMs` leaves its
  * policy's estimate charged; these failures, and the store's, are logged at most once per 10 s and never
@@ -43,18 +43,13 @@ export class RouteSettlements {
   /** Settles the `settle` policies of `plan` that `outcome` charged; returns when the store has them (never rejects). */
   async settle(context: ExecutionContext, caller: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): Promise<void> {
     const result = caller instanceof HttpExchange ? HandlerSettlement.of(caller.request)?.result : undefined;
-    const byTracker = new Map<string, Settling[]>();
+    const settling: Settling[] = [];
     plan.policies.forEach((policy, i) => {
       const settleFn = policy.compiled.policy.settle;
       const charge = settleFn ? chargeOf(outcome, i) : undefined;
-      if (!settleFn || !charge) return;
-      const actual = this.actualOf(policy, settleFn, context, result);
-      const tracker = trackerOf(outcome, i);
-      const group = byTracker.get(tracker);
-      if (group) group.push({ charge, actual });
-      else byTracker.set(tracker, [{ charge, actual }]);
+      if (settleFn && charge) settling.push({ charge, actual: this.actualOf(policy, settleFn, context, result) });
     });
-    await Promise.all([...byTracker.values()].map((group) => this.settleGroup(group)));
+    if (settling.length > 0) await this.settleAll(settling);
   }
 
   /** What `settleFn` answers for the call, checked; `undefined` (logged) when it failed. */
@@ -72,8 +67,8 @@ export class RouteSettlements {
     }
   }
 
-  /** One tracker's policies: every key in one hash slot, so one store call. */
-  private async settleGroup(group: readonly Settling[]): Promise<void> {
+  /** Settles every charge whose actual cost is known, atomically per tracker (the engine's refund splits by tracker). */
+  private async settleAll(group: readonly Settling[]): Promise<void> {
     const actuals = await Promise.all(group.map((s) => s.actual));
     const charges = group.filter((_, i) => actuals[i] !== undefined).map((s) => s.charge);
     const known = actuals.filter((a): a is number => a !== undefined);
