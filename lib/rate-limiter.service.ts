@@ -5,7 +5,7 @@ import { RateLimitStoreError } from './errors/rate-limit-store.error';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
-import { RateLimitShutdownError, RateLimitWaitError } from './errors/rate-limit-wait.error';
+import { RateLimitShutdownError } from './errors/rate-limit-wait.error';
 import { parseDuration } from './utils/duration';
 import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './rate-limit.engine';
 import { MAX_POLICIES_PER_DECISION, type DecisionMode, type RateLimitCall } from './stores/store.interface';
@@ -14,7 +14,13 @@ import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } 
 import { trackerKeyPrefixes } from './utils/keys';
 import { describeValue } from './utils/describe-value';
 import { penalizeIn } from './stores/store-health';
+import type { RateLimitDenial } from './stores/deny-list';
 import type { StringMemo } from './utils/string-memo';
+import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
+import { PolicyCache } from './utils/policy-cache';
+import { paceOf, RateLimitWaiters, type AcquireTurn } from './service/waiters';
+import { DEFAULT_MAX_PAUSE_MS, pauseAskedMs, type PartnerPauseOptions, type PartnerResponse } from './service/partner-response';
+import { obeyPartner, PartnerPauseFailures } from './service/partner-fetch';
 
 /** Options of one programmatic decision. */
 export interface ConsumeOptions {
@@ -32,13 +38,23 @@ export interface MultiDecision {
 /** Options of {@link RateLimiterService.acquire}. */
 export interface AcquireOptions extends ConsumeOptions {
   /**
-   * Longest the call may wait for its turn, ms; past it `acquire` rejects at once (it never waits in vain).
+   * Longest the call may wait for its turn, ms: `acquire` rejects at once when its turn cannot come in time
+   * (see {@link RateLimiterService.acquire}).
    * @default Infinity
    */
   maxWaitMs?: number;
+  /**
+   * Most calls of this process that may wait on this policy + key at once (this one included); past it
+   * `acquire` rejects at once. Waiting calls are served first come, first served.
+   * @default the module's `maxWaiters` (1000)
+   */
+  maxWaiters?: number;
   /** Aborts the wait. */
   signal?: AbortSignal;
 }
+
+/** Options of {@link RateLimiterService.wrapFetch}: the wait's, and the longest pause a response may ask for. */
+export interface WrapFetchOptions extends AcquireOptions, PartnerPauseOptions {}
 
 /** A concurrency lease: holds one slot until released (or until the policy's window expires it). */
 export interface RateLimitLease {
@@ -72,11 +88,11 @@ const SERVICE_SCOPE = 'svc';
  */
 @Injectable()
 export class RateLimiterService implements BeforeApplicationShutdown, OnApplicationShutdown {
-  private readonly compiled = new WeakMap<RateLimitPolicy, CompiledPolicy>();
-  /** Each pending wait of `acquire`, as the function that ends it with a RateLimitShutdownError. */
-  private readonly waits = new Set<() => void>();
-  /** Set when the app begins to close: no wait starts any more. */
-  private shuttingDown = false;
+  /** Compiled policies by identity, and by content for inline objects (see {@link PolicyCache}). */
+  private readonly compiled = new PolicyCache((policy) => compilePolicy(policy, this.registry, 'RateLimiterService', SERVICE_SCOPE));
+  /** The calls waiting in `acquire`, one first-come-first-served queue per counter. */
+  private readonly waiters: RateLimitWaiters;
+  private readonly pauseFailures: PartnerPauseFailures;
   /** Set when the module is about to close the store: no call reaches it any more. */
   private closed = false;
   private readonly trackerPrefixes: StringMemo<string>;
@@ -87,6 +103,8 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
   ) {
     this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
+    this.waiters = new RateLimitWaiters(options.maxWaiters);
+    this.pauseFailures = new PartnerPauseFailures(options.storeErrorLogIntervalMs ?? 10_000, options.hooks?.storeError);
   }
 
   /** Takes `cost` units (default 1) from `key`'s quota under `policy`; a rejection takes nothing. */
@@ -104,6 +122,27 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     const { allowed, decisions } = await this.engine.decide(this.trackerPrefix(key), requests, 'consume');
     this.assertOpen();
     return { allowed, decisions };
+  }
+
+  /**
+   * Reserve, then settle, for costs known only afterwards (LLM tokens, rows, bytes): takes `cost` units, an
+   * estimate, from every policy atomically (all or none, as {@link consumeAll}); the reservation's
+   * `settle(actual)` then gives back the difference, or charges an overdraft, in one atomic store call, and
+   * `cancel()` gives the estimate back. Not for `concurrency` policies (use {@link lease}).
+   * @example
+   * const r = await limiter.reserve([tokensPerMinute, tokensPerDay], apiKey, { cost: maxTokens });
+   * if (r.allowed) await r.settle((await complete(prompt, maxTokens)).usage.totalTokens);
+   */
+  async reserve(
+    policies: RateLimitPolicy | readonly RateLimitPolicy[],
+    key: string,
+    options: ConsumeOptions = {},
+  ): Promise<RateLimitReservation> {
+    const requests = ([] as RateLimitPolicy[]).concat(policies).map((policy) => this.request(policy, options.cost));
+    assertReservable(requests);
+    const result = await this.engine.decide(this.trackerPrefix(key), requests, 'consume');
+    this.assertOpen();
+    return reservationOf(this.engine, result, () => this.assertOpen());
   }
 
   /** What `consume` would decide now, without taking anything. */
@@ -148,16 +187,51 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     return this.engine.toDecisions([request], verdicts)[0];
   }
 
-  /** Locks `key` out of `policy` for `duration` from now (the store's clock), whatever its counter says. */
+  /**
+   * Locks `key` out of `policy` for `duration` from now (the store's clock), whatever its counter says. Never
+   * shortens a lockout in force: when one ends later, it stays as it is (to shorten one, {@link unblock} first).
+   * With `escalate`, the tracker's offence count is kept, and this lockout does not add to it.
+   */
   async block(policy: RateLimitPolicy, key: string, duration: Duration): Promise<void> {
     const ms = parseDuration(duration, 'block duration');
-    await this.engine.store.block(this.engine.calls(this.trackerPrefix(key), [this.request(policy, 0)]), ms);
+    // No lease id: in a block the token is the lockout's note.
+    const request = { ...this.request(policy, 0), token: '' };
+    await this.engine.store.block(this.engine.calls(this.trackerPrefix(key), [request]), ms);
   }
 
-  /** Lifts a lockout of `key` under `policy` (its counter is kept). */
+  /**
+   * Lifts a lockout of `key` under `policy`. Its counter is kept; with `escalate` its offence count is
+   * forgotten (the next lockout is `blockFor` again), as after the quiet period.
+   */
   async unblock(policy: RateLimitPolicy, key: string): Promise<void> {
     const [call] = this.engine.calls(this.trackerPrefix(key), [this.request(policy, 0)]);
     await this.engine.store.delete([call.blockKey]);
+  }
+
+  /**
+   * Denies the tracker `key` (the string trackers resolve to: `ip:203.0.113.7`, `user:42`, an API key…)
+   * until `until` — a duration from now, or a date on the store's clock — on every policy of every route and
+   * every service call, on every instance: each decision for it is rejected as a lockout (429 with
+   * `Retry-After` until then). A deny in force that ends later is kept (to shorten one, {@link allow} first).
+   * `reason` (at most 256 characters) is kept with it for {@link denied}; clients never see it. Each instance
+   * answers a tracker it knows to be denied without a store round trip, and asks the store again each second.
+   * @example await limiter.deny('ip:203.0.113.7', '1h', 'credential stuffing');
+   */
+  async deny(key: string, until: Duration | Date, reason?: string): Promise<void> {
+    await this.engine.denials.deny(this.denyKey(key), until, reason);
+    this.assertOpen();
+  }
+
+  /** Lifts the deny of tracker `key`: at once on this instance, within a second on the others. */
+  async allow(key: string): Promise<void> {
+    await this.engine.denials.allow(this.denyKey(key));
+  }
+
+  /** The deny of tracker `key` in force (its end on the store's clock, and its reason), or `undefined`. */
+  async denied(key: string): Promise<RateLimitDenial | undefined> {
+    const denial = await this.engine.denials.denied(this.denyKey(key));
+    this.assertOpen();
+    return denial;
   }
 
   /**
@@ -192,33 +266,81 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
 
   /**
    * Waits until `key` may proceed under `policy`, then takes the quota and resolves with the decision:
-   * outbound throttling, shared by every instance through the store. Rejects with
-   * {@link RateLimitWaitError} as soon as the wait would exceed `maxWaitMs`, or when `signal` aborts.
-   * With `leaky-bucket` the slot is reserved at once and the call waits exactly its `delayMs`.
+   * outbound throttling, shared by every instance through the store. Calls of this process on the same
+   * policy + key wait in line, first come first served, and only the first asks the store (so each process
+   * has one caller contending for the quota); at most `maxWaiters` wait at once. Rejects with {@link RateLimitWaitError} as
+   * soon as its turn cannot come within `maxWaitMs` (the retry time the store gives, then the policy's pace
+   * for the calls ahead of it), when the line is full, or when `signal` aborts. With `leaky-bucket` the slot
+   * is reserved at once and the call waits exactly its `delayMs` (a slot past `maxWaitMs` is given back).
    */
   async acquire(policy: RateLimitPolicy, key: string, options: AcquireOptions = {}): Promise<RateLimitDecision> {
-    const deadline = Date.now() + (options.maxWaitMs ?? Infinity);
-    for (;;) {
-      throwIfAborted(options.signal);
-      const decision = await this.consume(policy, key, options);
-      if (decision.allowed) {
-        if (decision.delayMs) {
-          const what = `the delay of '${key}' for policy '${decision.policy}' ended (its slot was taken)`;
-          await this.sleep(decision.delayMs, options.signal, what);
-        }
-        return decision;
-      }
-      const wait = decision.retryAfterMs;
-      if (!Number.isFinite(wait) || Date.now() + wait > deadline) {
-        throw new RateLimitWaitError(
-          Number.isFinite(wait)
-            ? `acquire: '${key}' would wait ${wait} ms for policy '${decision.policy}', more than maxWaitMs (${options.maxWaitMs} ms).`
-            : `acquire: the cost can never fit policy '${decision.policy}' (limit ${decision.limit}).`,
-          wait,
-        );
-      }
-      await this.sleep(wait, options.signal, `the wait of '${key}' for policy '${decision.policy}' ended (nothing was taken)`);
-    }
+    return this.waiters.acquire(this.turn(policy, key, options.cost), options);
+  }
+
+  /** Calls of this process waiting in `acquire` for `key` under `policy` now (for metrics and health checks). */
+  waiting(policy: RateLimitPolicy, key: string): number {
+    const [call] = this.engine.calls(this.trackerPrefix(key), [{ ...this.request(policy, 0), token: '' }]);
+    return this.waiters.waiting(call.stateKey);
+  }
+
+  /**
+   * Pauses `key` under `policy` on every instance: each `consume`, `acquire` and `wrap` call is rejected until
+   * then (`retryAfterMs` counts to the pause's end on the store's clock), so `acquire` waits for it, or rejects
+   * at once when it ends after `maxWaitMs`. `until` is a duration from now, or a date on the store's clock.
+   * Built on the lockout of {@link block}: a longer pause in force is never shortened. Resolves with the
+   * pause applied, ms (0 for a date already past: nothing is paused).
+   * @example await limiter.pause(partnerPolicy, 'partner-api', '30s'); // the partner said so
+   */
+  async pause(policy: RateLimitPolicy, key: string, until: Duration | Date): Promise<number> {
+    const ms = until instanceof Date ? await this.msUntil(policy, key, until) : parseDuration(until, 'pause: until');
+    if (ms > 0) await this.block(policy, key, ms);
+    return ms;
+  }
+
+  /**
+   * Pauses `key` under `policy` for as long as a partner's response asks (see {@link pause}), and resolves
+   * with the pause applied, ms: 0 when the response does not ask for one. Takes fetch's `Response` or any
+   * `{ status, headers }` (axios, got, undici; `headers` a `Headers` or a plain object) and reads, first
+   * found first: `Retry-After` on a 429 or 503 (seconds, or an HTTP-date), the IETF `RateLimit` field (the
+   * longest `t` of the policies with `r=0`), then `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`
+   * (seconds, or an epoch timestamp from 1e9 on). A pause longer than `maxPause` (default 1 day) is cut to it.
+   * @example
+   * const res = await fetch(url);
+   * await limiter.pauseFromResponse(partnerPolicy, 'partner-api', res);
+   */
+  async pauseFromResponse(
+    policy: RateLimitPolicy,
+    key: string,
+    response: PartnerResponse,
+    options: PartnerPauseOptions = {},
+  ): Promise<number> {
+    const ms = pauseAskedMs(response, maxPauseMs(options.maxPause));
+    return ms > 0 ? this.pause(policy, key, ms) : 0;
+  }
+
+  /**
+   * `fn` (fetch, or any function resolving to a `{ status, headers }` response) throttled under `policy` and
+   * listening to the partner: every call waits for its turn (see {@link acquire}), and a response that asks
+   * to wait (see {@link pauseFromResponse}) pauses `key` on every instance — also the `response` of an error
+   * (axios and got throw for a 429). The caller still gets the response, or the error; a pause the store
+   * could not record is logged and passed to `hooks.storeError`.
+   * @example
+   * const partnerFetch = limiter.wrapFetch(partnerPolicy, 'partner-api', fetch, { maxWaitMs: 10_000 });
+   * const res = await partnerFetch('https://partner.example/quotes/42');
+   */
+  wrapFetch<A extends unknown[], R extends PartnerResponse>(
+    policy: RateLimitPolicy,
+    key: string,
+    fn: (...args: A) => Promise<R>,
+    options: WrapFetchOptions = {},
+  ): (...args: A) => Promise<R> {
+    // Checked now: a bad maxPause must not surface later as a pause the store failed to record.
+    const pauseOptions = { maxPause: maxPauseMs(options.maxPause) };
+    return obeyPartner(fn, {
+      acquire: () => this.acquire(policy, key, options),
+      pause: (response) => this.pauseFromResponse(policy, key, response, pauseOptions),
+      pauseFailed: (error) => this.pauseFailures.report(error),
+    });
   }
 
   /**
@@ -228,9 +350,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * {@link onApplicationShutdown}.
    */
   beforeApplicationShutdown(): void {
-    this.shuttingDown = true;
-    for (const end of this.waits) end();
-    this.waits.clear();
+    this.waiters.shutdown();
   }
 
   /**
@@ -272,6 +392,11 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     }
   }
 
+  private denyKey(key: string): string {
+    this.assertOpen();
+    return this.engine.denyKey(this.trackerPrefix(key));
+  }
+
   private trackerPrefix(key: string): string {
     if (typeof key !== 'string' || key.length === 0) {
       throw new RateLimitConfigError(`key: ${describeValue(key)} must be a non-empty string (a user id, an API key, an IP…).`);
@@ -294,29 +419,33 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     }
   }
 
-  /**
-   * Resolves after `ms`; rejects when `signal` aborts, or with {@link RateLimitShutdownError} as soon as the
-   * app begins to close (`what` words what ended, for its message). Its timer is cleared either way.
-   */
-  private sleep(ms: number, signal: AbortSignal | undefined, what: string): Promise<void> {
-    const ended = () => new RateLimitShutdownError(`acquire: the application is shutting down; ${what}.`);
-    if (this.shuttingDown) return Promise.reject(ended());
-    return new Promise((resolve, reject) => {
-      const settle = (error?: Error) => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.waits.delete(onShutdown);
-        if (error) reject(error);
-        else resolve();
-      };
-      const onAbort = () => settle(abortError());
-      const onShutdown = () => settle(ended());
-      const timer = setTimeout(() => settle(), ms);
-      this.waits.add(onShutdown);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      // The signal may have aborted while the decision was on its way.
-      if (signal?.aborted) onAbort();
-    });
+  /** One `acquire` call for the waiters: its counter, its pace, and the store decision that takes its quota. */
+  private turn(policy: RateLimitPolicy, key: string, cost: number | undefined): AcquireTurn {
+    const prefix = this.trackerPrefix(key);
+    const request = this.request(policy, cost);
+    const { compiled, params } = request;
+    return {
+      queueKey: this.engine.calls(prefix, [{ ...request, token: '' }])[0].stateKey,
+      key,
+      policy: compiled.name,
+      cost: request.cost,
+      pace: paceOf(compiled.algorithm.name, params.limit, params.windowMs),
+      take: async () => {
+        const { decisions, calls } = await this.engine.decide(prefix, [request], 'consume');
+        this.assertOpen();
+        return { decision: decisions[0], giveBack: () => this.engine.refund(calls) };
+      },
+    };
+  }
+
+  /** ms from the store's now until `date` (one peek: a pause's end is on the store's clock); 0 once it has passed. */
+  private async msUntil(policy: RateLimitPolicy, key: string, date: Date): Promise<number> {
+    const at = date.getTime();
+    if (!Number.isFinite(at)) throw new RateLimitConfigError(`pause: until: ${describeValue(date)} is not a valid date.`);
+    const calls = this.engine.calls(this.trackerPrefix(key), [{ ...this.request(policy, 0), token: '' }]);
+    const { nowMs } = await this.engine.store.decide(calls, 'peek');
+    this.assertOpen();
+    return Math.max(0, Math.ceil(at - nowMs));
   }
 
   /** Asks the store to renew a lease (see {@link RateLimitLease.extend}); true while it is held. */
@@ -366,13 +495,13 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   }
 
   private compile(policy: RateLimitPolicy): CompiledPolicy {
-    let compiled = this.compiled.get(policy);
-    if (!compiled) {
-      compiled = compilePolicy(policy, this.registry, 'RateLimiterService', SERVICE_SCOPE);
-      this.compiled.set(policy, compiled);
-    }
-    return compiled;
+    return this.compiled.get(policy);
   }
+}
+
+/** `maxPause` in ms (see {@link PartnerPauseOptions}). */
+function maxPauseMs(maxPause: Duration | undefined): number {
+  return maxPause === undefined ? DEFAULT_MAX_PAUSE_MS : parseDuration(maxPause, 'maxPause');
 }
 
 function firstDecision(result: EngineDecision): RateLimitDecision {
@@ -387,15 +516,8 @@ function firstDecision(result: EngineDecision): RateLimitDecision {
 function renewalOf(call: RateLimitCall, compiled: CompiledPolicy, ms: Duration | undefined): RateLimitCall {
   const windowMs = ms === undefined ? call.params.windowMs : parseDuration(ms, 'lease.extend: ms');
   const params = resolveParams(compiled, call.params.limit, windowMs, 'lease.extend');
-  return { ...call, cost: -call.cost, params, blockForMs: 0, blockKey: `${call.blockKey}:none` };
-}
-
-function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw abortError();
-}
-
-function abortError(): RateLimitWaitError {
-  return new RateLimitWaitError('acquire: aborted by its signal.', 0, true);
+  // Nor a deny: it stops new leases, as a lockout does, not the renewal of one held.
+  return { ...call, cost: -call.cost, params, blockForMs: 0, blockKey: `${call.blockKey}:none`, denyKey: undefined };
 }
 
 function assertDistinctNames(requests: readonly PolicyRequest[]): void {

@@ -60,8 +60,9 @@ describe.each(ADAPTERS)('shutdown (%s)', (adapter) => {
     expect((await limiter.acquire(PARTNER, 'partner')).allowed).toBe(true);
     const settled: Array<{ ms: number; value: unknown }> = [];
     let closeStarted = 0;
+    // Waiters are served in turn, one token per 20 s: the third starts 60 s on, so each may wait 2 minutes.
     const waits = Array.from({ length: 3 }, () =>
-      limiter.acquire(PARTNER, 'partner', { maxWaitMs: 60_000 }).then(
+      limiter.acquire(PARTNER, 'partner', { maxWaitMs: 120_000 }).then(
         (value) => settled.push({ ms: performance.now() - closeStarted, value }),
         (error: unknown) => settled.push({ ms: performance.now() - closeStarted, value: error }),
       ),

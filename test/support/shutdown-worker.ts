@@ -24,7 +24,8 @@ async function main(): Promise<void> {
   let closeStarted = 0;
   const ended: Array<{ ms: number; outcome: string }> = [];
   const waits = Array.from({ length: Number(process.env.WAITS ?? 3) }, () =>
-    limiter.acquire(PARTNER, 'partner', { maxWaitMs: 60_000 }).then(
+    // Served in turn, one token per 20 s: the third starts 60 s on, so each may wait 2 minutes.
+    limiter.acquire(PARTNER, 'partner', { maxWaitMs: 120_000 }).then(
       (decision) =>
         ended.push({ ms: performance.now() - closeStarted, outcome: `granted${decision.reason ? ` (${decision.reason})` : ''}` }),
       (error: Error) => ended.push({ ms: performance.now() - closeStarted, outcome: error.name }),

@@ -1,0 +1,293 @@
+import { RateLimitWaitError } from '../errors/rate-limit-wait.error';
+import type { RateLimitDecision } from '../interfaces/decision.interface';
+import { abortError, checkWaitOptions, shutdownError, tooLate } from './wait-errors';
+import { CounterOutlook, type WaitPace } from './wait-outlook';
+
+export { paceOf, type WaitPace } from './wait-outlook';
+
+/** Most `acquire()` calls of one process that may wait on one policy + key, unless the module or the call says otherwise. */
+export const DEFAULT_MAX_WAITERS = 1_000;
+
+/** What a wait may take: the waiting part of `AcquireOptions`. */
+export interface WaitOptions {
+  maxWaitMs?: number;
+  maxWaiters?: number;
+  signal?: AbortSignal;
+}
+
+/** One `acquire()` call: how to take its quota, and what to call it in messages. */
+export interface AcquireTurn {
+  /** The counter: calls with the same queue key wait in one queue. */
+  queueKey: string;
+  key: string;
+  policy: string;
+  cost: number;
+  pace: WaitPace;
+  /** One store decision that takes the quota when it allows; `giveBack` returns what it took. */
+  take(): Promise<{ decision: RateLimitDecision; giveBack(): Promise<void> }>;
+}
+
+interface Waiter {
+  readonly turn: AcquireTurn;
+  /** `performance.now()` past which the call must not still be waiting. */
+  readonly deadline: number;
+  readonly maxWaitMs: number;
+  readonly signal: AbortSignal | undefined;
+  readonly resolve: (decision: RateLimitDecision) => void;
+  readonly reject: (error: Error) => void;
+  readonly onAbort: () => void;
+  /** The head's store call is in flight: abort and shutdown wait for its answer, which may have taken quota. */
+  asking: boolean;
+}
+
+/** The calls of this process waiting on one counter, first come first served: only the head asks the store. */
+interface Queue {
+  readonly key: string;
+  readonly waiters: Waiter[];
+  readonly outlook: CounterOutlook;
+  /** The head's sleep until its turn. */
+  timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * The waits of `RateLimiterService.acquire()` in one process. Calls on the same counter form a FIFO queue
+ * whose head alone asks the store: when it is admitted the next becomes head and asks at once; when it is
+ * told to retry later it sleeps until then, and every call behind it whose soonest start (see
+ * {@link CounterOutlook.soonest}) is past its `maxWaitMs` rejects at once. Each process thus has one caller
+ * contending per counter, however many calls it has waiting: none takes a shared quota by sheer numbers.
+ *
+ * A queue holds at most `maxWaiters` calls. Nothing outlives its calls: a queue is dropped when empty, its
+ * one timer runs only while its head sleeps, and each call's abort listener is removed when it settles.
+ */
+export class RateLimitWaiters {
+  private readonly queues = new Map<string, Queue>();
+  /** Leaky-bucket delays of admitted calls, each as the function that ends it at shutdown. */
+  private readonly delays = new Set<() => void>();
+  private shuttingDown = false;
+
+  constructor(private readonly defaultMaxWaiters = DEFAULT_MAX_WAITERS) {}
+
+  /** Calls of this process waiting on `queueKey` (queued, asking the store, or sleeping until their turn). */
+  waiting(queueKey: string): number {
+    return this.queues.get(queueKey)?.waiters.length ?? 0;
+  }
+
+  /** Waits for the turn's quota (see the class); resolves with the admitting decision. */
+  acquire(turn: AcquireTurn, options: WaitOptions): Promise<RateLimitDecision> {
+    const { maxWaitMs = Infinity, maxWaiters = this.defaultMaxWaiters, signal } = options;
+    checkWaitOptions(maxWaitMs, maxWaiters);
+    if (signal?.aborted) return Promise.reject(abortError());
+    const found = this.queues.get(turn.queueKey);
+    const refused = found && this.refusal(found, turn, maxWaitMs, maxWaiters);
+    if (refused) return Promise.reject(refused);
+    const queue = found ?? this.open(turn.queueKey);
+    return new Promise<RateLimitDecision>((resolve, reject) => {
+      const waiter: Waiter = {
+        turn,
+        deadline: performance.now() + maxWaitMs,
+        maxWaitMs,
+        signal,
+        resolve,
+        reject,
+        onAbort: () => this.aborted(queue, waiter),
+        asking: false,
+      };
+      signal?.addEventListener('abort', waiter.onAbort, { once: true });
+      if (queue.waiters.push(waiter) === 1) this.serve(queue);
+    });
+  }
+
+  /**
+   * The app begins to close: every call that waits ends at once with a RateLimitShutdownError, and no wait
+   * starts any more. A head whose store call is in flight keeps its answer when it allows (the quota is taken).
+   */
+  shutdown(): void {
+    this.shuttingDown = true;
+    for (const queue of [...this.queues.values()]) {
+      clearTimeout(queue.timer);
+      queue.timer = undefined;
+      for (const waiter of queue.waiters.splice(0)) {
+        if (waiter.asking) queue.waiters.push(waiter);
+        else this.settle(waiter, shutdownError(waiter.turn, 'wait'));
+      }
+      if (queue.waiters.length === 0) this.drop(queue);
+    }
+    for (const end of [...this.delays]) end();
+  }
+
+  private open(key: string): Queue {
+    const queue: Queue = { key, waiters: [], outlook: new CounterOutlook(), timer: undefined };
+    this.queues.set(key, queue);
+    return queue;
+  }
+
+  /** Why a call cannot join `queue`: shutdown, a full queue, or a soonest start past its `maxWaitMs`. */
+  private refusal(queue: Queue, turn: AcquireTurn, maxWaitMs: number, maxWaiters: number): Error | undefined {
+    if (this.shuttingDown) return shutdownError(turn, 'wait');
+    const { waiters } = queue;
+    const now = performance.now();
+    let units = turn.cost;
+    for (let i = 1; i < waiters.length; i++) units += waiters[i].turn.cost;
+    const start = queue.outlook.soonest(now, turn.cost, turn.pace, units, waiters[0]?.turn.cost ?? 0);
+    const wait = Math.ceil(start - now);
+    if (waiters.length >= maxWaiters) {
+      return new RateLimitWaitError(
+        `acquire: ${waiters.length} calls of this process already wait for '${turn.key}' under policy '${turn.policy}' (maxWaiters ${maxWaiters}).`,
+        wait,
+      );
+    }
+    return wait > maxWaitMs ? tooLate(turn, wait, maxWaitMs, waiters.length) : undefined;
+  }
+
+  /**
+   * Gives the head its turn: a head that cannot start before its deadline leaves at once; one the counter
+   * cannot take yet (a lockout, or a retry told for no smaller a cost) sleeps until it can; others ask the store.
+   */
+  private serve(queue: Queue, woke = false): void {
+    let head: Waiter | undefined;
+    while ((head = queue.waiters[0])) {
+      const now = performance.now();
+      const start = queue.outlook.soonest(now, head.turn.cost, head.turn.pace, 0, head.turn.cost);
+      // Only a wait still to come turns a call away: one whose deadline passed while in line still asks, and
+      // takes its turn if the store gives it now (as a call that never waited would).
+      if (start <= head.deadline || start <= now) break;
+      queue.waiters.shift();
+      this.settle(head, tooLate(head.turn, Math.ceil(start - now), head.maxWaitMs, 0));
+    }
+    if (!head) return this.drop(queue);
+    const until = woke ? 0 : queue.outlook.sleepUntil(head.turn.cost, performance.now());
+    if (until > 0) return this.sleep(queue, until - performance.now());
+    const asking = head;
+    asking.asking = true;
+    asking.turn.take().then(
+      ({ decision, giveBack }) => this.answered(queue, asking, decision, giveBack),
+      (error: Error) => {
+        asking.asking = false;
+        this.leave(queue, asking, error);
+      },
+    );
+  }
+
+  private sleep(queue: Queue, ms: number): void {
+    queue.timer = setTimeout(() => {
+      queue.timer = undefined;
+      this.serve(queue, true);
+    }, ms);
+  }
+
+  private answered(queue: Queue, head: Waiter, decision: RateLimitDecision, giveBack: () => Promise<void>): void {
+    head.asking = false;
+    const now = performance.now();
+    if (decision.allowed) {
+      queue.outlook.admitted();
+      queue.waiters.shift();
+      head.signal?.removeEventListener('abort', head.onAbort);
+      this.admitted(head, decision, giveBack, now);
+      // The next head asks at once: no extra sleep between two admissions.
+      this.serve(queue);
+      return;
+    }
+    queue.outlook.rejected(now, head.turn.cost, decision);
+    const refused = this.headRefusal(head, decision, now);
+    if (refused) return this.leave(queue, head, refused);
+    this.prune(queue, now);
+    this.sleep(queue, decision.retryAfterMs);
+  }
+
+  /** Why a head told to retry later stops waiting: aborted, shutdown, a cost that never fits, or past its deadline. */
+  private headRefusal(head: Waiter, decision: RateLimitDecision, now: number): Error | undefined {
+    const retry = decision.retryAfterMs;
+    if (head.signal?.aborted) return abortError();
+    if (this.shuttingDown) return shutdownError(head.turn, 'wait');
+    if (!Number.isFinite(retry)) {
+      return new RateLimitWaitError(`acquire: the cost can never fit policy '${decision.policy}' (limit ${decision.limit}).`, retry);
+    }
+    if (now + retry > head.deadline) {
+      return new RateLimitWaitError(
+        `acquire: '${head.turn.key}' would wait ${retry} ms for policy '${decision.policy}', more than maxWaitMs (${head.maxWaitMs} ms).`,
+        retry,
+      );
+    }
+    return undefined;
+  }
+
+  /** Rejects, at once, every call behind the head whose soonest start is past its deadline. */
+  private prune(queue: Queue, now: number): void {
+    const { waiters, outlook } = queue;
+    const headCost = waiters[0]?.turn.cost ?? 0;
+    let units = 0;
+    let kept = 1;
+    for (let i = 1; i < waiters.length; i++) {
+      const waiter = waiters[i];
+      const start = outlook.soonest(now, waiter.turn.cost, waiter.turn.pace, units + waiter.turn.cost, headCost);
+      if (start > waiter.deadline && start > now) {
+        this.settle(waiter, tooLate(waiter.turn, Math.ceil(start - now), waiter.maxWaitMs, kept));
+        continue;
+      }
+      units += waiter.turn.cost;
+      waiters[kept++] = waiter;
+    }
+    waiters.length = Math.min(waiters.length, kept);
+  }
+
+  /** An admitted call proceeds, after its leaky-bucket delay when it has one that fits its deadline. */
+  private admitted(waiter: Waiter, decision: RateLimitDecision, giveBack: () => Promise<void>, now: number): void {
+    const delay = decision.delayMs ?? 0;
+    if (delay <= 0) return waiter.resolve(decision);
+    const { turn, signal } = waiter;
+    if (now + delay > waiter.deadline) {
+      // Its slot lies past the deadline: give it back rather than hold the call longer than it may wait. A
+      // give-back that fails leaves the slot taken, which only errs on the strict side.
+      giveBack().catch(() => undefined);
+      const message = `acquire: '${turn.key}' would wait ${delay} ms for its slot under policy '${turn.policy}', more than maxWaitMs (${waiter.maxWaitMs} ms); the slot was given back.`;
+      return waiter.reject(new RateLimitWaitError(message, delay));
+    }
+    if (this.shuttingDown) return waiter.reject(shutdownError(turn, 'delay'));
+    const end = (error?: Error) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      this.delays.delete(onShutdown);
+      if (error) waiter.reject(error);
+      else waiter.resolve(decision);
+    };
+    const onAbort = () => end(abortError());
+    const onShutdown = () => end(shutdownError(turn, 'delay'));
+    const timer = setTimeout(end, delay);
+    this.delays.add(onShutdown);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    // The signal may have aborted while the decision was on its way.
+    if (signal?.aborted) onAbort();
+  }
+
+  private aborted(queue: Queue, waiter: Waiter): void {
+    // A head whose store call is in flight leaves when the answer comes (it may have taken quota).
+    if (waiter.asking) return;
+    this.leave(queue, waiter, abortError());
+  }
+
+  /** Takes `waiter` out of `queue` and rejects it; when it was the head, the next one is served. */
+  private leave(queue: Queue, waiter: Waiter, error: Error): void {
+    const index = queue.waiters.indexOf(waiter);
+    if (index >= 0) queue.waiters.splice(index, 1);
+    this.settle(waiter, error);
+    if (index !== 0) return;
+    clearTimeout(queue.timer);
+    queue.timer = undefined;
+    queue.outlook.headLeft();
+    // What the counter said still binds the calls left: those it leaves past their deadline go now.
+    this.prune(queue, performance.now());
+    this.serve(queue);
+  }
+
+  /** Rejects a call that has left its queue. */
+  private settle(waiter: Waiter, error: Error): void {
+    waiter.signal?.removeEventListener('abort', waiter.onAbort);
+    waiter.reject(error);
+  }
+
+  private drop(queue: Queue): void {
+    clearTimeout(queue.timer);
+    queue.timer = undefined;
+    if (this.queues.get(queue.key) === queue) this.queues.delete(queue.key);
+  }
+}
