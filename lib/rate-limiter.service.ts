@@ -1,79 +1,29 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitConfigError } from './errors/rate-limit-config.error';
-import { RateLimitStoreError } from './errors/rate-limit-store.error';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
 import { RateLimitShutdownError } from './errors/rate-limit-wait.error';
 import { parseDuration } from './utils/duration';
 import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './rate-limit.engine';
-import { MAX_POLICIES_PER_DECISION, type DecisionMode, type RateLimitCall } from './stores/store.interface';
+import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
-import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from './utils/compile-policy';
+import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
 import { trackerKeyPrefixes } from './utils/keys';
 import { describeValue } from './utils/describe-value';
 import { penalizeIn } from './stores/store-health';
 import type { RateLimitDenial } from './stores/deny-list';
 import type { StringMemo } from './utils/string-memo';
 import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
+import { leaseOf } from './service/lease';
+import type { AcquireOptions, ConsumeOptions, MultiDecision, RateLimitLease, WrapFetchOptions } from './interfaces/service.interface';
 import { PolicyCache } from './utils/policy-cache';
 import { paceOf, RateLimitWaiters, type AcquireTurn } from './service/waiters';
 import { DEFAULT_MAX_PAUSE_MS, pauseAskedMs, type PartnerPauseOptions, type PartnerResponse } from './service/partner-response';
 import { obeyPartner, PartnerPauseFailures } from './service/partner-fetch';
 
-/** Options of one programmatic decision. */
-export interface ConsumeOptions {
-  /** Units to take. @default the policy's cost, or 1 */
-  cost?: number;
-}
-
-/** The decisions of several policies taken together. */
-export interface MultiDecision {
-  /** True when every policy allowed (and all were charged); false when none was charged. */
-  allowed: boolean;
-  decisions: RateLimitDecision[];
-}
-
-/** Options of {@link RateLimiterService.acquire}. */
-export interface AcquireOptions extends ConsumeOptions {
-  /**
-   * Longest the call may wait for its turn, ms: `acquire` rejects at once when its turn cannot come in time
-   * (see {@link RateLimiterService.acquire}).
-   * @default Infinity
-   */
-  maxWaitMs?: number;
-  /**
-   * Most calls of this process that may wait on this policy + key at once (this one included); past it
-   * `acquire` rejects at once. Waiting calls are served first come, first served.
-   * @default the module's `maxWaiters` (1000)
-   */
-  maxWaiters?: number;
-  /** Aborts the wait. */
-  signal?: AbortSignal;
-}
-
-/** Options of {@link RateLimiterService.wrapFetch}: the wait's, and the longest pause a response may ask for. */
-export interface WrapFetchOptions extends AcquireOptions, PartnerPauseOptions {}
-
-/** A concurrency lease: holds one slot until released (or until the policy's window expires it). */
-export interface RateLimitLease {
-  decision: RateLimitDecision;
-  /** Gives the slot back; safe to call more than once. */
-  release(): Promise<void>;
-  /**
-   * Heartbeat for long work: moves the lease's expiry to now + `ms` (default: the policy's window) on the
-   * store's clock, atomically, never earlier than it was. Resolves `true` while the lease is held; `false`
-   * once it was released, was never granted, or has expired (its slot may belong to another holder now:
-   * stop the work or take a new lease). Rejects with a RateLimitStoreError when the store does not answer
-   * (whether the lease is held is then unknown). Call it well within the window, e.g. every third of it.
-   * @example
-   * const lease = await limiter.lease({ algorithm: 'concurrency', limit: 2, window: '30s' }, tenantId);
-   * const beat = setInterval(() => void lease.extend().then((held) => held || controller.abort()), 10_000);
-   * try { await runExport(controller.signal); } finally { clearInterval(beat); await lease.release(); }
-   */
-  extend(ms?: Duration): Promise<boolean>;
-}
+export type { AcquireOptions, ConsumeOptions, MultiDecision, RateLimitLease, WrapFetchOptions } from './interfaces/service.interface';
 
 /** Counters of programmatic calls live under this scope unless the policy sets `scope`. */
 const SERVICE_SCOPE = 'svc';
@@ -249,19 +199,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     }
     const { decisions, calls } = await this.engine.decide(this.trackerPrefix(key), [request], 'consume');
     this.assertOpen();
-    let released = !decisions[0].allowed;
-    return {
-      decision: decisions[0],
-      release: async () => {
-        if (released) return;
-        released = true;
-        await this.engine.refund(calls);
-      },
-      extend: async (ms?: Duration) => {
-        const renewal = renewalOf(calls[0], request.compiled, ms);
-        return !released && this.renew(renewal);
-      },
-    };
+    return leaseOf(this.engine, request.compiled, decisions[0], calls, () => this.assertOpen());
   }
 
   /**
@@ -448,18 +386,6 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     return Math.max(0, Math.ceil(at - nowMs));
   }
 
-  /** Asks the store to renew a lease (see {@link RateLimitLease.extend}); true while it is held. */
-  private async renew(renewal: RateLimitCall): Promise<boolean> {
-    this.assertOpen();
-    // Straight to the store: a renewal is not a decision (no hook, no event), and it answers only "held?".
-    const { verdicts } = await this.engine.store.decide([renewal], 'consume');
-    this.assertOpen();
-    if (verdicts[0].reason === 3) {
-      throw new RateLimitStoreError('lease.extend: the rate-limit store did not answer; whether the lease is still held is unknown.');
-    }
-    return verdicts[0].allowed;
-  }
-
   /**
    * A refund's or a penalty's request: its cost is a whole number from 1 to the policy's capacity (more can
    * never have been taken; more as a penalty is a lockout).
@@ -506,18 +432,6 @@ function maxPauseMs(maxPause: Duration | undefined): number {
 
 function firstDecision(result: EngineDecision): RateLimitDecision {
   return result.decisions[0];
-}
-
-/**
- * The call that renews the lease `call` took, to expire `ms` (default: its window) from the store's now: a
- * negative cost names the lease's units (see concurrency.lua). No lockout applies (a lockout stops new leases,
- * not the renewal of one held): the call reads a lockout key that is never written, and writes none.
- */
-function renewalOf(call: RateLimitCall, compiled: CompiledPolicy, ms: Duration | undefined): RateLimitCall {
-  const windowMs = ms === undefined ? call.params.windowMs : parseDuration(ms, 'lease.extend: ms');
-  const params = resolveParams(compiled, call.params.limit, windowMs, 'lease.extend');
-  // Nor a deny: it stops new leases, as a lockout does, not the renewal of one held.
-  return { ...call, cost: -call.cost, params, blockForMs: 0, blockKey: `${call.blockKey}:none`, denyKey: undefined };
 }
 
 function assertDistinctNames(requests: readonly PolicyRequest[]): void {
