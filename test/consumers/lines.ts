@@ -11,6 +11,8 @@ export interface ConsumerLine {
   /** Version range of every @nestjs/* framework package. */
   nest: string;
   terminus: string;
+  /** `@opentelemetry/api`, for the `nestjs-redis-ratelimit/opentelemetry` entry point. */
+  opentelemetry: string;
   ioredis: string;
   reflectMetadata: string;
   typescript: string;
@@ -38,6 +40,7 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     name: 'nest-10.0.0',
     nest: '10.0.0',
     terminus: '10.0.0',
+    opentelemetry: '1.4.0',
     ioredis: '5.3.0',
     reflectMetadata: '^0.1.13',
     typescript: '5.0.4',
@@ -52,6 +55,7 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     name: 'nest-10',
     nest: '^10.0.0',
     terminus: '^11.0.0',
+    opentelemetry: '^1.9.0',
     ioredis: '^5.0.0',
     reflectMetadata: '^0.2.0',
     typescript: '~5.4.0',
@@ -66,6 +70,7 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     name: 'nest-11',
     nest: '^11.0.0',
     terminus: '^11.0.0',
+    opentelemetry: '^1.9.0',
     ioredis: '^5.0.0',
     reflectMetadata: '^0.2.0',
     typescript: '~5.9.0',
@@ -80,6 +85,7 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     name: 'nest-12.0',
     nest: '~12.0.0',
     terminus: '^12.0.0',
+    opentelemetry: '^1.9.0',
     ioredis: '^6.0.0',
     reflectMetadata: '^0.2.0',
     typescript: '~5.9.0',
@@ -94,6 +100,7 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     name: 'nest-12',
     nest: '^12.0.0',
     terminus: '^12.0.0',
+    opentelemetry: '^1.9.0',
     ioredis: '^6.0.0',
     reflectMetadata: '^0.2.0',
     typescript: '~6.0.0',

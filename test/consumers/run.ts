@@ -86,6 +86,7 @@ function writeApp(dir: string, line: ConsumerLine, tarball: string): void {
       '@nestjs/platform-express': nest,
       '@nestjs/platform-fastify': nest,
       '@nestjs/terminus': line.terminus,
+      '@opentelemetry/api': line.opentelemetry,
       ioredis: line.ioredis,
       'nestjs-redis-ratelimit': `file:${tarball}`,
       'reflect-metadata': line.reflectMetadata,

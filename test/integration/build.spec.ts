@@ -69,7 +69,7 @@ describe('npm run build', () => {
         const load = Module._load;
         Module._load = function (request, ...rest) { requested.add(request); return load.call(this, request, ...rest); };
         const exported = Object.keys(require(${JSON.stringify(entry)})).sort();
-        const peers = ['prom-client', '@nestjs/terminus', '@nestjs/event-emitter', 'jest', '@jest/globals'].filter((p) => requested.has(p));
+        const peers = ['prom-client', '@nestjs/terminus', '@nestjs/event-emitter', '@opentelemetry/api', 'redis', '@redis/client', '@valkey/valkey-glide', 'jest', '@jest/globals'].filter((p) => requested.has(p));
         console.log(JSON.stringify({ exported, peers }));
       `;
       const result = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8' });
@@ -96,6 +96,27 @@ describe('npm run build', () => {
     expect(load('nestjs-redis-ratelimit/event-emitter')).toEqual({
       exported: ['RATE_LIMIT_EVENTS', 'RateLimitEventEmitterBridge', 'RateLimitEventEmitterModule'],
       peers: ['@nestjs/event-emitter'],
+    });
+    expect(load('nestjs-redis-ratelimit/opentelemetry')).toEqual({
+      exported: [
+        'ATTR_ERROR_TYPE',
+        'ATTR_RATELIMIT_LIMIT',
+        'ATTR_RATELIMIT_OUTCOME',
+        'ATTR_RATELIMIT_POLICY',
+        'ATTR_RATELIMIT_REASON',
+        'ATTR_RATELIMIT_REMAINING',
+        'ATTR_RATELIMIT_RETRY_AFTER_MS',
+        'EVENT_RATELIMIT_NEAR_LIMIT',
+        'EVENT_RATELIMIT_REJECTED',
+        'METRIC_RATELIMIT_DECISIONS',
+        'METRIC_RATELIMIT_DECISION_DURATION',
+        'METRIC_RATELIMIT_NEAR_LIMIT',
+        'METRIC_RATELIMIT_STORE_ERRORS',
+        'RATE_LIMIT_OPENTELEMETRY_OPTIONS',
+        'RateLimitOpenTelemetry',
+        'RateLimitOpenTelemetryModule',
+      ],
+      peers: ['@opentelemetry/api'],
     });
   });
 
