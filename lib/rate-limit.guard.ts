@@ -1,7 +1,8 @@
 import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitContexts } from './contexts/create-context';
-import type { RateLimitContextAdapter } from './contexts/rate-limit-context';
+import type { RateLimitContextAdapter, RateLimitRejection } from './contexts/rate-limit-context';
 import { HttpExchange } from './http/http-exchange';
+import { problemRejection, problemUnavailable } from './http/problem-details';
 import { retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
 import { IpTrackers } from './http/tracker';
 import { RateLimitHolds } from './http/request-holds';
@@ -12,6 +13,7 @@ import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { charged, decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
 import { planWithout, type RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
+import { RouteSettlements } from './routes/route-settlement';
 import { UserFunctionDeadlines } from './routes/user-function-deadlines';
 import type { RateLimitCall } from './stores/store.interface';
 import { trackerKeyPrefixes } from './utils/keys';
@@ -41,6 +43,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly ips: IpTrackers;
   private readonly contexts: RateLimitContexts;
   private readonly deadlines: UserFunctionDeadlines;
+  private readonly settlements: RouteSettlements;
   private lastWarnAt = -Infinity;
   /** Per plan, the policies its headers show when some are hidden (null: all are); see shownPolicies. */
   private readonly shown = new WeakMap<RoutePlan, number[] | null>();
@@ -59,6 +62,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     this.contexts = new RateLimitContexts(options);
     this.deadlines = new UserFunctionDeadlines(options.userFunctionTimeoutMs ?? DEFAULT_USER_FUNCTION_TIMEOUT_MS);
+    this.settlements = new RouteSettlements(engine, this.deadlines);
     const agents = options.ignoreUserAgents ?? [];
     this.ignoredAgents = agents.length > 0 ? agents.map((r) => new RegExp(r.source, r.flags.replace(/[gy]/g, ''))) : undefined;
     this.skipsCalls = this.ignoredAgents !== undefined || options.skipIf !== undefined;
@@ -147,7 +151,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.writeHeaders(caller, plan, outcome);
     this.reportShadow(plan, outcome);
     if (!outcome.allowed) return rejectSoon(this.rejection(context, caller, outcome.decisions));
-    if (plan.settles) this.settleOnEnd(caller, plan, outcome);
+    if (plan.settles) this.settleOnEnd(context, caller, plan, outcome);
     const delayMs = this.shapingDelay(plan, outcome.decisions);
     return delayMs > 0 ? this.holds.hold(delayMs).then(() => true) : true;
   }
@@ -187,15 +191,26 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
 
   /** The error a rejected call is answered with, shaped for its transport by its context adapter. */
   private rejection(context: ExecutionContext, call: RateLimitContextAdapter, decisions: RateLimitDecision[]): Error {
-    if (decisions.some((d) => !d.allowed && d.reason === 'store-unavailable')) return call.unavailable();
+    if (decisions.some((d) => !d.allowed && d.reason === 'store-unavailable')) {
+      return this.problemDetails(call) ? problemUnavailable(call) : call.unavailable();
+    }
     const rejecting = decisions.filter((d) => !d.allowed && d.reason !== 'shadow');
     const retryAfter = retryAfterSeconds(rejecting);
     const { errorMessage = 'Too Many Requests' } = this.options;
     const message = typeof errorMessage === 'function' ? errorMessage(context, decisions) : errorMessage;
-    if (retryAfter !== null) return call.rejected({ message, retryAfter, decisions });
+    if (retryAfter !== null) return this.reject(call, { message, retryAfter, decisions });
     const never = rejecting.find((d) => !Number.isFinite(d.retryAfterMs)) as RateLimitDecision;
     const why = `this request costs more than policy '${never.policy}' can ever allow (capacity ${never.limit}), so retrying will not help`;
-    return call.rejected({ message: `${message}: ${why}.`, retryAfter: null, decisions });
+    return this.reject(call, { message: `${message}: ${why}.`, retryAfter: null, decisions });
+  }
+
+  private reject(call: RateLimitContextAdapter, rejection: RateLimitRejection): Error {
+    return this.problemDetails(call) ? problemRejection(call, rejection) : call.rejected(rejection);
+  }
+
+  /** `errorFormat: 'problem+json'` shapes the body of controller calls only (problem details are HTTP bodies). */
+  private problemDetails(call: RateLimitContextAdapter): call is RateLimitContextAdapter & HttpExchange {
+    return this.options.errorFormat === 'problem+json' && call instanceof HttpExchange;
   }
 
   /** A call still waiting for a policy function is failed now (its deadline's ticker stops). */
@@ -204,12 +219,12 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   }
 
   /**
-   * After the response, refunds outcomes `countOnly` does not count and releases `concurrency` leases
-   * (only where the call has an end signal: HTTP, GraphQL over HTTP); a lease is held until the handler has
-   * settled too. Only what the store {@link charged} is given back: a fallback's answer during an outage
-   * took nothing from Redis, and giving it back there would erase real counts.
+   * After the response, refunds outcomes `countOnly` does not count, releases `concurrency` leases and
+   * settles `settle` policies (only where the call has an end signal: HTTP, GraphQL over HTTP); leases and
+   * settlements wait for the handler to have settled too. Only what the store {@link charged} is given back:
+   * a fallback's answer during an outage took nothing from Redis, and giving it back there would erase real counts.
    */
-  private settleOnEnd(call: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
+  private settleOnEnd(context: ExecutionContext, call: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
     const heldSince = plan.leaseHold ? Date.now() : 0;
     call.onEnd(({ statusCode, aborted }) => {
       const failed = aborted || statusCode >= 400;
@@ -226,7 +241,8 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
       });
       if (released) plan.leaseHold?.record(Date.now() - heldSince);
       if (calls.length > 0) this.engine.refund(calls).catch((error: unknown) => this.warnStore(error));
-    }, plan.holdsLeases);
+      if (plan.awaitsHandler) void this.settlements.settle(context, call, plan, outcome);
+    }, plan.awaitsHandler);
   }
 
   /** How long to hold the request: the longest `leaky-bucket` delay among enforced policies (shaping). */

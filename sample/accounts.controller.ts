@@ -15,12 +15,21 @@ function account(context: ExecutionContext): string | undefined {
 @Controller()
 export class AccountsController {
   /**
-   * 5 failed logins per 15 minutes per account, then a 15-minute lockout; successful logins are free.
+   * 5 failed logins per 15 minutes per account, then a 15-minute lockout; successful logins are free. A
+   * repeat offender waits twice as long each time (30 min, 1 h … at most a day) until a quiet week has passed.
    * The demo password is `correct horse`.
    */
   @Post('login')
   @HttpCode(200)
-  @RateLimit({ algorithm: 'fixed-window', limit: 5, window: '15m', countOnly: 'failed', blockFor: '15m', by: account })
+  @RateLimit({
+    algorithm: 'fixed-window',
+    limit: 5,
+    window: '15m',
+    countOnly: 'failed',
+    blockFor: '15m',
+    escalate: { max: '1d', forgiveAfter: '7d' },
+    by: account,
+  })
   login(@Body() body: LoginBody) {
     if (body?.password !== 'correct horse') throw new UnauthorizedException('wrong username or password');
     return { welcome: body.username };

@@ -2,14 +2,18 @@ import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import { Module } from '@nestjs/common';
 import { GraphQLModule } from '@nestjs/graphql';
 import { RateLimitModule } from '../lib';
+import { RateLimitOpenTelemetryModule } from '../lib/opentelemetry';
 import { RateLimitPrometheusModule } from '../lib/prometheus';
 import { AccountsController } from './accounts.controller';
+import { AiController } from './ai.controller';
 import { AlgorithmsController } from './algorithms.controller';
 import { ApiController } from './api.controller';
 import { ChatGateway } from './chat.gateway';
 import { MetricsController } from './metrics.controller';
+import { ModerationController } from './moderation.controller';
 import { PartnerController } from './partner.controller';
 import { QuotesResolver } from './quotes.resolver';
+import { ReportsController } from './reports.controller';
 
 /**
  * The sample app. Options come from a factory, as they would from a ConfigService: Redis when REDIS_URL
@@ -27,10 +31,21 @@ import { QuotesResolver } from './quotes.resolver';
     }),
     // Counters per policy, store errors and decision latency in prom-client's global registry; GET /metrics.
     RateLimitPrometheusModule.forRoot(),
+    // The same signals through OpenTelemetry (a no-op until an SDK is started before the app), plus span data.
+    RateLimitOpenTelemetryModule.forRoot(),
     // POST /graphql; the schema is generated from QuotesResolver.
     GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true }),
   ],
-  controllers: [ApiController, AlgorithmsController, AccountsController, PartnerController, MetricsController],
+  controllers: [
+    ApiController,
+    AlgorithmsController,
+    AccountsController,
+    PartnerController,
+    MetricsController,
+    ReportsController,
+    AiController,
+    ModerationController,
+  ],
   providers: [QuotesResolver, ChatGateway],
 })
 export class AppModule {}

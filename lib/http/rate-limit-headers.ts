@@ -1,6 +1,7 @@
 import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitHeadersMode } from '../interfaces/module-options.interface';
+import type { RateLimitQuotaUnit } from '../interfaces/policy.interface';
 import { ceilDiv } from '../utils/math';
 
 /** Largest whole number a Structured Field integer may hold (RFC 9651 §3.3.1). */
@@ -12,26 +13,30 @@ const MAX_SF_INTEGER = 999_999_999_999_999;
  * Rate policies: `"<name>";q=<quota>;w=<window s>`, with `q / w` exactly the policy's rate. `w` must be
  * whole seconds, so a window that is not (250 ms, 1.5 s) is stated over the shortest whole number of
  * seconds spanning a whole number of windows, its quota scaled to match: 5 per 250 ms is `q=20;w=1`, 3 per
- * 700 ms `q=30;w=7`, 1 per 1500 ms `q=2;w=3`. A window of whole seconds is sent as it is (`q=100;w=60`).
+ * 700 ms `q=30;w=7`, 1 per 1500 ms `q=2;w=3`. A window of whole seconds is sent as it is (`q=100;w=60`);
+ * a calendar window as its current period (`w=82800` on a 23-hour day: its `windowMs` is that period's length).
  * Bucket algorithms state their capacity (`burst`) and the time it takes to refill it, scaled the same
  * way when that time is not whole seconds.
  *
  * `concurrency`: `"<name>";q=<limit>;qu="concurrent-requests"`, with no `w`: the quota bounds the requests
  * in flight at any instant, over no window (the policy's `window` is only how long a lost lease lives, and
  * `w` would read as a rate of `q` per `w`).
+ *
+ * Another `quotaUnit` than the draft's default (`requests`) is sent as `qu`, e.g. `"dl";q=1000000;w=60;qu="content-bytes"`.
  * @example policyMember('default', { limit: 100, windowMs: 60_000, burst: 100 }, { name: 'fixed-window', usesBurst: false }) // '"default";q=100;w=60'
  */
 export function policyMember(
   name: string,
   { limit, windowMs, burst }: AlgorithmParams,
   algorithm: Pick<RateLimitAlgorithm, 'name' | 'usesBurst'>,
+  quotaUnit: RateLimitQuotaUnit = 'requests',
 ): string {
   if (algorithm.name === 'concurrency') return `"${name}";q=${limit};qu="concurrent-requests"`;
   // A fixed window sends its limit per window; a sub-second one (5 per 250 ms: q=20;w=1) sends the same
   // average rate over whole windows, which is also the most it can ever allow within a window-aligned `w`.
   const quota = algorithm.usesBurst ? burst : limit;
   const { quota: q, seconds: w } = wholeSecondsPeriod(quota, windowMs, limit);
-  return `"${name}";q=${q};w=${w}`;
+  return quotaUnit === 'requests' ? `"${name}";q=${q};w=${w}` : `"${name}";q=${q};w=${w};qu="${quotaUnit}"`;
 }
 
 /**

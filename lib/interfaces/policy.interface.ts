@@ -21,6 +21,30 @@ export type RateLimitAlgorithmName = (typeof RATE_LIMIT_ALGORITHMS)[number];
 export type Duration = number | `${number}${'ms' | 's' | 'm' | 'h' | 'd'}`;
 
 /**
+ * A `fixed-window` window aligned to the calendar of a time zone: each day from local midnight, each week
+ * from local midnight of `weekStartsOn`, each month from local midnight of the 1st. A period lasts what it
+ * lasts there (23 or 25 hours across a DST change, 28 to 31 days), and the quota comes back in full at its
+ * end, on the store's clock.
+ * @example { calendar: 'month' } // 1st of each month, 00:00 UTC
+ * @example { calendar: 'day', timeZone: 'Europe/Paris' }
+ * @example (ctx) => ({ calendar: 'day', timeZone: ctx.switchToHttp().getRequest().user.timeZone })
+ */
+export interface CalendarWindow {
+  /** The period: a local day, week or month. */
+  calendar: 'day' | 'week' | 'month';
+  /**
+   * An IANA time zone name (`'America/New_York'`), as `Intl.DateTimeFormat` accepts it.
+   * @default 'UTC'
+   */
+  timeZone?: string;
+  /**
+   * The first day of a week: 0 Sunday, 1 Monday … 6 Saturday. Read for `calendar: 'week'` only.
+   * @default 1
+   */
+  weekStartsOn?: 0 | 1 | 2 | 3 | 4 | 5 | 6;
+}
+
+/**
  * A value fixed in the policy, or computed per request (plan tiers, per-route costs). A promise that has not
  * settled within `userFunctionTimeoutMs` fails the request.
  */
@@ -47,8 +71,9 @@ export interface RateLimitPolicy {
    * Window length; for `concurrency`, how long a lease lives if it is never released. A route's lease is
    * released once its handler has settled and its response is over (a client that aborts does not free it
    * early); a handler still running after `window` has lost its lease, and another request may take it.
+   * `fixed-window` also takes a {@link CalendarWindow}: quotas per local day, week or month.
    */
-  window: ContextValue<Duration>;
+  window: ContextValue<Duration | CalendarWindow>;
   /**
    * Policy name, used in keys and in the `RateLimit` headers; unique on a route.
    * @default 'default'
@@ -69,8 +94,16 @@ export interface RateLimitPolicy {
    * @default 'ip'
    */
   by?: RateLimitTracker;
-  /** Lockout: once this policy rejects a tracker, keep rejecting it for this long from that moment. */
+  /**
+   * Lockout: once this policy rejects a tracker, keep rejecting it for this long from that moment (with
+   * `escalate`, the first lockout's length).
+   */
   blockFor?: Duration;
+  /**
+   * Escalating lockouts: a repeat offender waits longer each time. Needs `blockFor`.
+   * @example { blockFor: '1m', escalate: { max: '1h', forgiveAfter: '1d' } } // 1, 2, 4 … 32, 60, 60 … minutes
+   */
+  escalate?: RateLimitEscalation;
   /**
    * Share one quota between every route (and service call) that names the same scope.
    * Without it, counters are per route (controller + handler).
@@ -104,7 +137,61 @@ export interface RateLimitPolicy {
    * @example skipIf: (ctx) => ctx.switchToHttp().getRequest().user?.plan === 'enterprise'
    */
   skipIf?: RateLimitSkipIf;
+  /**
+   * Reserve, then settle: `cost` is an estimate charged before the handler, and once the handler has settled
+   * and the response is over this function returns the actual cost (LLM tokens, rows, bytes), given
+   * `result`, what the handler returned (`undefined` when it threw, or on a GraphQL call). The difference is
+   * given back, or charged (an overdraft, at most the policy's capacity, may leave the quota below zero so
+   * the next requests wait it out), in one atomic store call. A function that throws, returns anything but
+   * a whole number ≥ 0, or has not settled within `userFunctionTimeoutMs` leaves the estimate charged (and
+   * is logged). Not with `countOnly` or `concurrency`; WebSocket and microservice calls have no end, so
+   * their estimate stays. Ignored by {@link RateLimiterService} calls (use `reserve()` there).
+   * @example { algorithm: 'token-bucket', limit: 2_000, window: '1m', cost: (ctx) => body(ctx).maxTokens, settle: (ctx, r) => (r as Completion).usage.totalTokens }
+   */
+  settle?: RateLimitSettle;
+  /**
+   * What one unit of `limit` is, as the `RateLimit-Policy` header states it (`qu`, draft-ietf-httpapi-ratelimit-headers):
+   * `'content-bytes'` when `cost` counts bytes. `'concurrent-requests'` is what `concurrency` policies state
+   * (and the only unit they take).
+   * @default 'requests' (not sent, as it is the draft's default)
+   */
+  quotaUnit?: RateLimitQuotaUnit;
+}
+
+/** A `settle` function: the actual cost of a call, given what its handler returned. */
+export type RateLimitSettle = (context: ExecutionContext, result: unknown) => number | Promise<number>;
+
+/** The quota units the RateLimit header fields draft registers (its `qu` parameter). */
+export type RateLimitQuotaUnit = 'requests' | 'content-bytes' | 'concurrent-requests';
+
+/**
+ * How lockouts grow (policy `escalate`): the n-th lockout since the tracker was last forgiven lasts
+ * `min(blockFor × factor^(n−1), max)`, and the count starts over once `forgiveAfter` has passed since the end
+ * of the last lockout with no new one. Kept with the lockout, in the same atomic decision.
+ * @example { factor: 2, max: '1h', forgiveAfter: '1d' }
+ */
+export interface RateLimitEscalation {
+  /**
+   * Each lockout lasts this many times the one before: a whole number from 2 to 1000.
+   * @default 2
+   */
+  factor?: number;
+  /** Longest lockout; at least `blockFor`. */
+  max: Duration;
+  /** Quiet time after the end of a lockout after which the tracker's offences are forgotten. */
+  forgiveAfter: Duration;
 }
 
 /** A skip predicate: `true` exempts the call. */
 export type RateLimitSkipIf = (context: ExecutionContext) => boolean | Promise<boolean>;
+
+/**
+ * Some fields of a policy the route inherits (the module's `defaultPolicy`, or its class's `@RateLimit`),
+ * named by `name`: `@RateLimit` keeps every field it does not set, and the other inherited policies keep
+ * applying. A policy is read as an override when it lacks `algorithm`, `limit` or `window`.
+ * @example @RateLimit({ name: 'burst', limit: 20 }) // the module's 'burst' policy, with limit 20
+ */
+export interface RateLimitPolicyOverride extends Partial<RateLimitPolicy> {
+  /** The name of the inherited policy this changes. */
+  name: string;
+}

@@ -32,6 +32,8 @@ export interface RouteOutcome {
   policyHeader: string;
   /** The tracker each policy was decided for; one string when they all were decided for the same one. */
   trackers: string | string[];
+  /** The store's time each policy was decided at (ms); one number when they all were decided at once. */
+  nowMs: number | number[];
 }
 
 /**
@@ -46,6 +48,11 @@ export function charged(decision: RateLimitDecision, call: RateLimitCall): boole
 /** The tracker policy `i` of `outcome` was decided for. */
 export function trackerOf({ trackers }: RouteOutcome, i: number): string {
   return typeof trackers === 'string' ? trackers : trackers[i];
+}
+
+/** The store's time (ms) request `i` of a decision was decided, so charged, at. */
+export function decidedAt({ nowMs }: Pick<RouteOutcome, 'nowMs'>, i: number): number {
+  return typeof nowMs === 'number' ? nowMs : nowMs[i];
 }
 
 interface GroupResult {
@@ -81,8 +88,8 @@ function decideStatic(
   return staticOutcome(result, policyHeader, tracker);
 }
 
-function staticOutcome({ allowed, decisions, calls }: EngineDecision, policyHeader: string, tracker: string): RouteOutcome {
-  return { allowed, decisions, calls, policyHeader, trackers: tracker };
+function staticOutcome({ allowed, decisions, calls, nowMs }: EngineDecision, policyHeader: string, tracker: string): RouteOutcome {
+  return { allowed, decisions, calls, policyHeader, trackers: tracker, nowMs };
 }
 
 async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
@@ -108,7 +115,7 @@ async function decideGroup(
   const bounded = typeof by === 'function' ? () => deadlines.bound(by(context), () => plan.policies[group.indexes[0]].describe('by')) : by;
   const [tracker, requests] = await Promise.all([
     resolveTracker(bounded, context, caller, ips),
-    group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context, deadlines))),
+    group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context, deadlines, engine.store))),
   ]);
   const result = await engine.decide(trackerPrefixes.get(tracker), requests, 'consume');
   return { group, tracker, requests, result };
@@ -140,6 +147,7 @@ function assemble(results: GroupResult[], allowed: boolean, plan: RoutePlan): Ro
   const calls = new Array<RateLimitCall>(size);
   const members = new Array<string>(size);
   const trackers = new Array<string>(size);
+  const nowMs = new Array<number>(size);
   for (const { group, tracker, requests, result } of results) {
     for (let i = 0; i < group.indexes.length; i++) {
       const policyIndex = group.indexes[i];
@@ -147,7 +155,8 @@ function assemble(results: GroupResult[], allowed: boolean, plan: RoutePlan): Ro
       calls[policyIndex] = result.calls[i];
       members[policyIndex] = plan.policies[policyIndex].member(requests[i].params);
       trackers[policyIndex] = tracker;
+      nowMs[policyIndex] = decidedAt(result, i);
     }
   }
-  return { allowed, decisions, calls, policyHeader: members.join(', '), trackers };
+  return { allowed, decisions, calls, policyHeader: members.join(', '), trackers, nowMs };
 }

@@ -3,10 +3,12 @@ import type { AlgorithmParams } from '../algorithms/algorithm.interface';
 import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { policyMember } from '../http/rate-limit-headers';
-import type { Duration, RateLimitPolicy, RateLimitTracker } from '../interfaces/policy.interface';
+import type { CalendarWindow, Duration, RateLimitPolicy, RateLimitTracker } from '../interfaces/policy.interface';
 import type { PolicyRequest } from '../rate-limit.engine';
-import { MAX_POLICIES_PER_DECISION } from '../stores/store.interface';
+import { MemoryStore } from '../stores/memory.store';
+import { MAX_POLICIES_PER_DECISION, type RateLimitStore } from '../stores/store.interface';
 import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../utils/compile-policy';
+import { policyWhere } from './policy-overrides';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
 /** Most distinct dynamic policy shapes whose header member is remembered per policy. */
@@ -16,6 +18,8 @@ const MAX_MEMBERS = 256;
 export class PlannedPolicy {
   /** This policy's request when its limit, window and cost are all fixed: built once, shared by every call. */
   readonly staticRequest: PolicyRequest | undefined;
+  /** The params when they never change (not a calendar window's, which move on with the period). */
+  private readonly fixedParams: AlgorithmParams | undefined;
   private readonly staticMember: string | undefined;
   private readonly members = new Map<string, string>();
 
@@ -24,25 +28,28 @@ export class PlannedPolicy {
     /** Where the policy was declared, for error messages. */
     readonly where: string,
   ) {
-    const params = compiled.staticParams;
-    this.staticMember = params && policyMember(compiled.name, params, compiled.algorithm);
+    const params = compiled.calendars === undefined ? compiled.staticParams : undefined;
+    this.fixedParams = params;
+    this.staticMember = params && policyMember(compiled.name, params, compiled.algorithm, compiled.policy.quotaUnit);
     if (params && compiled.staticCost !== undefined) this.staticRequest = { compiled, params, cost: compiled.staticCost };
   }
 
   /**
    * This request's limit, window and cost: precomputed, or from the policy's functions of the context, each
-   * bounded by `deadlines` when it returns a promise.
+   * bounded by `deadlines` when it returns a promise. A calendar window's periods are computed at `store`'s
+   * time (see {@link storeNow}).
    */
-  async request(context: ExecutionContext, deadlines: UserFunctionDeadlines): Promise<PolicyRequest> {
+  async request(context: ExecutionContext, deadlines: UserFunctionDeadlines, store: RateLimitStore): Promise<PolicyRequest> {
     const { compiled } = this;
     const { limit, window, cost } = compiled.policy;
     const params =
-      compiled.staticParams ??
+      this.fixedParams ??
       resolveParams(
         compiled,
         await this.valueOf<number>(limit, 'limit', context, deadlines),
-        await this.valueOf<Duration>(window, 'window', context, deadlines),
+        await this.valueOf<Duration | CalendarWindow>(window, 'window', context, deadlines),
         this.where,
+        compiled.calendars && storeNow(store),
       );
     const units = compiled.staticCost ?? validCost(await this.valueOf<number>(cost, 'cost', context, deadlines), `${this.where}: cost`);
     return { compiled, params, cost: units };
@@ -69,12 +76,20 @@ export class PlannedPolicy {
     const shape = `${params.limit}/${params.windowMs}/${params.burst}`;
     let member = this.members.get(shape);
     if (member === undefined) {
-      member = policyMember(this.compiled.name, params, this.compiled.algorithm);
+      member = policyMember(this.compiled.name, params, this.compiled.algorithm, this.compiled.policy.quotaUnit);
       if (this.members.size >= MAX_MEMBERS) this.members.clear();
       this.members.set(shape, member);
     }
     return member;
   }
+}
+
+/**
+ * The time calendar windows are computed at: the store's own clock when it decides in-process (it may be a
+ * test clock, set to a DST night), else this host's, which Redis's `TIME` follows closely.
+ */
+export function storeNow(store: RateLimitStore): number {
+  return store instanceof MemoryStore ? store.now() : Date.now();
 }
 
 /** Policies of a route that share one tracker, decided in one engine call (one round trip). */
@@ -95,8 +110,13 @@ export interface RoutePlan {
   route: string;
   policies: PlannedPolicy[];
   groups: TrackerGroup[];
-  /** Some policy acts when the response ends (`countOnly`, `concurrency`). */
+  /** Some policy acts when the response ends (`countOnly`, `concurrency`, `settle`). */
   settles: boolean;
+  /**
+   * Some policy acts only once the handler has settled too (`concurrency` leases, and `settle`, which is
+   * given what the handler returned): such HTTP routes get the interceptor that reports it.
+   */
+  awaitsHandler: boolean;
   /**
    * Some policy is `concurrency`: its lease is held until the handler's work has ended (the response is over
    * and the handler has settled, whichever is later), not only until the socket closed.
@@ -136,6 +156,11 @@ export interface PlanSource {
   policies: RateLimitPolicy[];
   /** Prefix of error messages, e.g. `@RateLimit on CatsController.find`. */
   where: string;
+  /**
+   * Where each policy was declared, when they come from more than one place (an override merged into an
+   * inherited policy); otherwise each is `where`, numbered when there are several.
+   */
+  wheres?: readonly string[];
   /** `Controller.handler`. */
   route: string;
   /** Counter scope of policies without `scope`, e.g. `r=CatsController.find`. */
@@ -145,7 +170,10 @@ export interface PlanSource {
 }
 
 /** Validates and compiles a route's policies; throws a {@link RateLimitConfigError} naming the field. */
-export function buildRoutePlan({ policies, where, route, scopeKey, skip }: PlanSource, registry: RateLimitAlgorithmRegistry): RoutePlan {
+export function buildRoutePlan(
+  { policies, where, wheres, route, scopeKey, skip }: PlanSource,
+  registry: RateLimitAlgorithmRegistry,
+): RoutePlan {
   if (!Array.isArray(policies) || policies.length === 0) {
     throw new RateLimitConfigError(`${where}: expected a policy or a non-empty array of policies; use @SkipRateLimit() to exempt a route.`);
   }
@@ -155,7 +183,7 @@ export function buildRoutePlan({ policies, where, route, scopeKey, skip }: PlanS
     );
   }
   const planned = policies.map((policy, i) => {
-    const at = policies.length > 1 ? `${where}, policy ${i + 1} of ${policies.length}` : where;
+    const at = wheres?.[i] ?? policyWhere(where, i, policies.length);
     return new PlannedPolicy(compilePolicy(policy, registry, at, scopeKey), at);
   });
   assertDistinctNames(planned, where);
@@ -182,7 +210,11 @@ function planOf(route: string, policies: PlannedPolicy[], leaseHold?: LeaseHoldE
     route,
     policies,
     groups: groupByTracker(policies),
-    settles: policies.some(({ compiled }) => compiled.policy.countOnly !== undefined || compiled.algorithm.name === 'concurrency'),
+    settles: policies.some(
+      ({ compiled }) =>
+        compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined || compiled.algorithm.name === 'concurrency',
+    ),
+    awaitsHandler: holdsLeases || policies.some(({ compiled }) => compiled.policy.settle !== undefined),
     holdsLeases,
     leaseHold: holdsLeases ? (leaseHold ?? new LeaseHoldEstimate()) : undefined,
     skippable: skippable.length > 0 ? skippable : undefined,

@@ -7,11 +7,14 @@ import type { RateLimitModuleOptions } from '../interfaces/module-options.interf
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import { RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from '../rate-limit.decorator';
 import { RATE_LIMIT_OPTIONS } from '../rate-limit.module-definition';
+import { hasOverride, policyWhere, resolvePolicies, type InheritedPolicies } from './policy-overrides';
 import { buildRoutePlan, type PlanSource, type RoutePlan } from './route-plan';
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
 type Handler = Function;
 type ControllerClass = abstract new (...args: never[]) => unknown;
+
+const DEFAULT_POLICY = 'RateLimitModule options: defaultPolicy';
 
 /**
  * Resolves and caches each handler's {@link RoutePlan}: `@SkipRateLimit` / `@RateLimit` on the handler, then
@@ -36,6 +39,8 @@ export class RateLimitRouteRegistry implements OnModuleInit {
   /** The handler each route scope belongs to: two handlers never share a counter by accident. */
   private readonly scopeOwners = new Map<string, Handler>();
   private readonly defaultPolicies: RateLimitPolicy[] | undefined;
+  /** `defaultPolicies` as what a route inherits, for `@RateLimit` overrides. */
+  private readonly defaults: InheritedPolicies | undefined;
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -47,10 +52,12 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     const { defaultPolicy } = options;
     this.defaultPolicies = defaultPolicy === undefined ? undefined : ([] as RateLimitPolicy[]).concat(defaultPolicy);
     if (this.defaultPolicies) {
-      buildRoutePlan(
-        { policies: this.defaultPolicies, where: 'RateLimitModule options: defaultPolicy', route: '', scopeKey: 'default' },
-        algorithms,
-      );
+      const policies = this.defaultPolicies;
+      buildRoutePlan({ policies, where: DEFAULT_POLICY, route: '', scopeKey: 'default' }, algorithms);
+      this.defaults = {
+        origin: DEFAULT_POLICY,
+        policies: policies.map((policy, i) => ({ policy, where: policyWhere(DEFAULT_POLICY, i, policies.length) })),
+      };
     }
   }
 
@@ -73,15 +80,16 @@ export class RateLimitRouteRegistry implements OnModuleInit {
   }
 
   /**
-   * The handlers of HTTP routes that hold `concurrency` leases, planned before `onModuleInit` (for
-   * RateLimitLeaseRoutes, which must act before Nest builds its routes) in the order it plans them, so scope
-   * names are the same. A policy that does not compile is left for `onModuleInit` to report.
+   * The handlers of HTTP routes that act once their handler has settled (`concurrency` leases, `settle`),
+   * planned before `onModuleInit` (for RateLimitLeaseRoutes, which must act before Nest builds its routes) in
+   * the order it plans them, so scope names are the same. A policy that does not compile is left for
+   * `onModuleInit` to report.
    */
-  httpRoutesHoldingLeases(): Handler[] {
+  httpRoutesAwaitingHandlers(): Handler[] {
     const found: Handler[] = [];
     for (const [controller, handler] of this.controllerRoutes()) {
       try {
-        if (Reflect.hasMetadata(PATH_METADATA, handler) && this.plan(controller, handler)?.holdsLeases) found.push(handler);
+        if (Reflect.hasMetadata(PATH_METADATA, handler) && this.plan(controller, handler)?.awaitsHandler) found.push(handler);
       } catch {
         // onModuleInit throws it again, naming the route and the field.
       }
@@ -141,11 +149,18 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     const classSkip = this.reflector.get<true | readonly string[] | undefined>(RateLimitSkip.KEY, controller);
     const skip = { onHandler: handlerSkip ?? [], onClass: classSkip === true ? [] : (classSkip ?? []) };
     const own = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler);
-    if (own) return { policies: own.policies, where: `@RateLimit on ${route}`, route, scopeKey, skip };
+    const onClass = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, controller);
+    const classWhere = `@RateLimit on ${controller.name} (applied to ${route})`;
+    if (own) {
+      // Overrides on the handler change what the class gives the route, or else the module's defaults.
+      const inherited = (): InheritedPolicies | undefined =>
+        onClass && Array.isArray(onClass.policies)
+          ? { origin: `@RateLimit on ${controller.name}`, policies: resolvePolicies(onClass.policies, classWhere, this.defaults) }
+          : this.defaults;
+      return { ...this.declared(own, `@RateLimit on ${route}`, inherited), route, scopeKey, skip };
+    }
     if (classSkip === true) return null;
-    const inherited = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, controller);
-    if (inherited)
-      return { policies: inherited.policies, where: `@RateLimit on ${controller.name} (applied to ${route})`, route, scopeKey, skip };
+    if (onClass) return { ...this.declared(onClass, classWhere, () => this.defaults), route, scopeKey, skip };
     if (this.defaultPolicies)
       return {
         policies: this.defaultPolicies,
@@ -155,6 +170,20 @@ export class RateLimitRouteRegistry implements OnModuleInit {
         skip,
       };
     return null;
+  }
+
+  /**
+   * The policies a decorator declares, at `where`: as written, or, when some are overrides, merged into what
+   * the route inherits (asked only then).
+   */
+  private declared(
+    { policies }: RateLimitMetadata,
+    where: string,
+    inherited: () => InheritedPolicies | undefined,
+  ): Pick<PlanSource, 'policies' | 'where' | 'wheres'> {
+    if (!hasOverride(policies)) return { policies: policies as RateLimitPolicy[], where };
+    const resolved = resolvePolicies(policies, where, inherited());
+    return { policies: resolved.map((p) => p.policy), where, wheres: resolved.map((p) => p.where) };
   }
 
   /**

@@ -6,6 +6,8 @@ interface Pending {
   settled: boolean;
   /** Names the function for the error, e.g. `@RateLimit on C.h, policy 2 of 2 ('b'): by`. */
   describe: () => string;
+  /** What missing the deadline leads to, for the error. */
+  consequence: string;
   reject: (error: Error) => void;
 }
 
@@ -28,12 +30,16 @@ export class UserFunctionDeadlines {
 
   /**
    * `value` itself when it is not a promise (or another thenable); otherwise a promise of it that rejects once
-   * `timeoutMs` has passed.
+   * `timeoutMs` has passed, its error naming the function (`describe`) and what that leads to (`consequence`).
    */
-  bound<T>(value: T | PromiseLike<T>, describe: () => string): T | Promise<T> {
+  bound<T>(
+    value: T | PromiseLike<T>,
+    describe: () => string,
+    consequence = 'the request failed and gave back what it had taken',
+  ): T | Promise<T> {
     if (!isThenable(value)) return value;
     return new Promise<T>((resolve, reject) => {
-      const entry: Pending = { deadline: this.clock() + this.timeoutMs, settled: false, describe, reject };
+      const entry: Pending = { deadline: this.clock() + this.timeoutMs, settled: false, describe, consequence, reject };
       this.pending.push(entry);
       this.startTicker();
       value.then(
@@ -78,7 +84,7 @@ export class UserFunctionDeadlines {
       entry.settled = true;
       entry.reject(
         new RateLimitConfigError(
-          `${entry.describe()}: the function did not settle within ${this.timeoutMs} ms (userFunctionTimeoutMs); the request failed and gave back what it had taken.`,
+          `${entry.describe()}: the function did not settle within ${this.timeoutMs} ms (userFunctionTimeoutMs); ${entry.consequence}.`,
         ),
       );
     }

@@ -1,5 +1,6 @@
-import type { AlgorithmVerdict } from '../algorithms/algorithm.interface';
+import type { AlgorithmParams, AlgorithmVerdict } from '../algorithms/algorithm.interface';
 import { LruMap } from '../utils/lru-map';
+import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from './lockouts';
 import type { RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, DecisionMode } from './store.interface';
 
 /** A source of time in milliseconds; tests inject a fake one. */
@@ -32,6 +33,8 @@ const SWEEP_BATCH = 8;
  * (`algorithms/decide.lua`) takes, so it decides as Redis would. One process only: instances do not share it.
  */
 export class MemoryStore implements RateLimitStore {
+  /** Decides in this process: its deny entries need no copy in front of it. */
+  readonly inProcess = true;
   private readonly entries = new LruMap<Entry>();
   private readonly maxKeys: number;
   private readonly clock: RateLimitClock;
@@ -49,6 +52,11 @@ export class MemoryStore implements RateLimitStore {
     return this.entries.size;
   }
 
+  /** The store's clock in whole ms: the time its decisions are made at (calendar windows are computed at it). */
+  now(): number {
+    return Math.floor(this.clock());
+  }
+
   async decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     return this.decideSync(calls, mode);
   }
@@ -56,6 +64,8 @@ export class MemoryStore implements RateLimitStore {
   /** The decision, synchronously (see {@link RateLimitStore.decideSync}). */
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
     const now = Math.floor(this.clock());
+    const denied = this.denied(calls, now);
+    if (denied) return denied;
     const verdicts = new Array<StoreVerdict>(calls.length);
     const charges = new Array<AlgorithmVerdict<unknown> | undefined>(calls.length);
     let allowed = true;
@@ -79,7 +89,7 @@ export class MemoryStore implements RateLimitStore {
 
   /** Gives back `cost` units of `call` (a negative cost charges them: a penalty), as the algorithm's refund says. */
   private change(call: RateLimitCall, cost: number, now: number): void {
-    const refund = call.algorithm.refund(this.read(call.stateKey, now), call.params, cost, now, call.token);
+    const refund = call.algorithm.refund(this.read(call.stateKey, now), paramsAt(call.params, now), cost, now, call.token);
     if (refund) this.write(call.stateKey, refund.next, refund.ttlMs, now);
   }
 
@@ -95,7 +105,10 @@ export class MemoryStore implements RateLimitStore {
 
   async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
     const now = Math.floor(this.clock());
-    for (const call of calls) this.write(call.blockKey, now + ms, ms, now);
+    for (const call of calls) {
+      const next = extendedLockout(this.read(call.blockKey, now) as LockoutValue | undefined, now, ms, call.escalate, call.token);
+      if (next) this.write(call.blockKey, next.value, next.ttlMs, now);
+    }
   }
 
   async delete(keys: readonly string[]): Promise<void> {
@@ -108,6 +121,18 @@ export class MemoryStore implements RateLimitStore {
     this.entries.clear();
   }
 
+  /**
+   * As decide.lua: every policy rejected when the decision's tracker is denied. Read with `touch`, so a denied
+   * tracker that keeps calling is the last its `maxKeys` bound evicts.
+   */
+  private denied(calls: readonly RateLimitCall[], now: number): StoreDecision | undefined {
+    const denyKey = calls[0]?.denyKey;
+    if (denyKey === undefined) return undefined;
+    const denial = this.read(denyKey, now, true) as LockoutValue | undefined;
+    if (denial === undefined || lockoutUntil(denial) <= now) return undefined;
+    return deniedDecision(calls.length, lockoutUntil(denial) - now, now, lockoutNote(denial));
+  }
+
   /** Checks call `i`; `charges[i]` gets its algorithm verdict to commit when allowed (stays empty otherwise). */
   private check(
     call: RateLimitCall,
@@ -116,12 +141,14 @@ export class MemoryStore implements RateLimitStore {
     charges: Array<AlgorithmVerdict<unknown> | undefined>,
     i: number,
   ): StoreVerdict {
-    const until = this.read(call.blockKey, now) as number | undefined;
+    const lockout = this.read(call.blockKey, now) as LockoutValue | undefined;
+    const until = lockout === undefined ? undefined : lockoutUntil(lockout);
     if (until !== undefined && until > now) {
       const left = until - now;
       return { allowed: false, remaining: 0, resetMs: left, retryAfterMs: left, delayMs: 0, moreQuotaMs: left, reason: 1 };
     }
-    const { algorithm, params, cost } = call;
+    const { algorithm, cost } = call;
+    const params = paramsAt(call.params, now);
     const v = algorithm.check(this.read(call.stateKey, now, true), params, cost, now, call.token);
     if (v.rewrite) this.write(call.stateKey, v.rewrite.next, v.rewrite.ttlMs, now);
     const verdict: StoreVerdict = {
@@ -138,10 +165,11 @@ export class MemoryStore implements RateLimitStore {
       return { ...verdict, allowed: false, retryAfterMs: -1, reason: 2 };
     }
     if (!v.allowed && call.blockForMs > 0 && mode === 'consume') {
-      this.write(call.blockKey, now + call.blockForMs, call.blockForMs, now);
-      verdict.retryAfterMs = Math.max(verdict.retryAfterMs, call.blockForMs);
-      verdict.resetMs = Math.max(verdict.resetMs, call.blockForMs);
-      verdict.moreQuotaMs = Math.max(verdict.moreQuotaMs, call.blockForMs);
+      const { lengthMs, value, ttlMs } = newLockout(call.blockForMs, call.escalate, lockout, now);
+      this.write(call.blockKey, value, ttlMs, now);
+      verdict.retryAfterMs = Math.max(verdict.retryAfterMs, lengthMs);
+      verdict.resetMs = Math.max(verdict.resetMs, lengthMs);
+      verdict.moreQuotaMs = Math.max(verdict.moreQuotaMs, lengthMs);
       verdict.reason = 1;
     }
     if (v.allowed) charges[i] = v;
@@ -152,7 +180,7 @@ export class MemoryStore implements RateLimitStore {
   private reportUncharged(calls: readonly RateLimitCall[], verdicts: StoreVerdict[], now: number): void {
     calls.forEach((call, i) => {
       if (!verdicts[i].allowed) return;
-      const v = call.algorithm.check(this.read(call.stateKey, now), call.params, 0, now, call.token);
+      const v = call.algorithm.check(this.read(call.stateKey, now), paramsAt(call.params, now), 0, now, call.token);
       verdicts[i] = { ...verdicts[i], remaining: v.remaining, resetMs: v.resetMs, delayMs: 0, moreQuotaMs: v.moreQuotaMs };
     });
   }
@@ -188,4 +216,14 @@ export class MemoryStore implements RateLimitStore {
     this.entries.pruneOldest(SWEEP_BATCH, this.expired);
     while (this.entries.size > this.maxKeys) this.entries.delete(this.entries.oldest()!);
   }
+}
+
+/**
+ * `params` for a decision at `now`. A calendar window's periods computed on another clock than this store's
+ * (a `RateLimiterService` call under a test clock) are recomputed around this store's now: its clock is the
+ * only one its decisions read, so, unlike Redis, it is never a period away from them.
+ */
+function paramsAt(params: AlgorithmParams, now: number): AlgorithmParams {
+  const { periods } = params;
+  return periods === undefined || periods.holds(now) ? params : periods.around(now).params(params.limit, params.burst);
 }

@@ -1,7 +1,10 @@
 import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
-import type { Duration, RateLimitPolicy } from '../interfaces/policy.interface';
+import type { CalendarWindow, Duration, RateLimitPolicy } from '../interfaces/policy.interface';
+import { CALENDAR_EXAMPLE, calendarNeedsFixedWindow, calendarWindowsFor, isCalendarWindow, type CalendarWindows } from './calendar';
+import type { LockoutEscalation } from '../stores/lockouts';
+import { compileEscalation } from './compile-escalation';
 import { parseDuration } from './duration';
 import { describeValue } from './describe-value';
 
@@ -14,9 +17,16 @@ export interface CompiledPolicy {
   readonly stateKeySuffix: string;
   readonly blockKeySuffix: string;
   readonly blockForMs: number;
+  /** `escalate` in ms; undefined when every lockout lasts `blockForMs`. */
+  readonly escalate: LockoutEscalation | undefined;
   readonly shadow: boolean;
-  /** Params when neither limit nor window is a function; otherwise computed per request. */
+  /**
+   * Params when neither limit nor window is a function; otherwise computed per request. For a calendar
+   * window, worked out at each read for this host's now (from {@link calendars}' cache): the period moves on.
+   */
   readonly staticParams: AlgorithmParams | undefined;
+  /** A `fixed-window`'s calendar windows when its window is one, or a function that may return one. */
+  readonly calendars: CalendarWindows | undefined;
   /** Cost when it is not a function. */
   readonly staticCost: number | undefined;
 }
@@ -36,6 +46,9 @@ const KNOWN_FIELDS = new Set([
   'delay',
   'onStoreError',
   'skipIf',
+  'escalate',
+  'settle',
+  'quotaUnit',
 ]);
 const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Largest limit × window (ms) the integer arithmetic stays exact for, in Lua and in JavaScript. */
@@ -71,9 +84,11 @@ export function compilePolicy(
   }
   const at = (field: string) => `${where}: ${field}`;
   const blockForMs = policy.blockFor === undefined ? 0 : parseDuration(policy.blockFor, at('blockFor'));
+  const escalate = compileEscalation(policy.escalate, blockForMs, at);
   if (policy.burst !== undefined) positiveInteger(policy.burst, at('burst'));
   if (typeof policy.limit !== 'function') positiveInteger(policy.limit, at('limit'));
-  if (typeof policy.window !== 'function') parseDuration(policy.window, at('window'));
+  const calendars = calendarWindowsFor(policy.window, algorithm.name, at('window'));
+  if (typeof policy.window !== 'function' && !isCalendarWindow(policy.window)) parseWindow(policy.window, algorithm, at('window'));
   if (typeof policy.cost !== 'function' && policy.cost !== undefined) cost(policy.cost, at('cost'));
   if (policy.by !== undefined && policy.by !== 'ip' && policy.by !== 'user' && typeof policy.by !== 'function') {
     throw fail(`by: ${describeValue(policy.by)} must be 'ip', 'user' or a function of the ExecutionContext returning a string.`);
@@ -88,6 +103,8 @@ export function compilePolicy(
     throw fail(`delay: ${describeValue(policy.delay)} must be true or false.`);
   if (policy.countOnly && algorithm.name === 'concurrency')
     throw fail(`countOnly cannot be combined with 'concurrency': a lease is always given back when the work ends.`);
+  assertSettle(policy, algorithm, where);
+  assertQuotaUnit(policy, algorithm, where);
 
   const keySuffix = `${policy.scope === undefined ? scopeKey : `s=${policy.scope}`}:${name}:`;
   const compiled: CompiledPolicy = {
@@ -97,20 +114,43 @@ export function compilePolicy(
     stateKeySuffix: keySuffix + algorithm.keyTag,
     blockKeySuffix: `${keySuffix}b`,
     blockForMs,
+    escalate,
     shadow: policy.mode === 'shadow',
     staticParams: undefined,
+    calendars,
     staticCost: typeof policy.cost === 'function' ? undefined : (policy.cost ?? 1),
   };
-  if (typeof policy.limit !== 'function' && typeof policy.window !== 'function') {
-    return { ...compiled, staticParams: resolveParams(compiled, policy.limit, policy.window, where) };
+  const { limit, window } = policy;
+  if (typeof limit !== 'function' && typeof window !== 'function') {
+    const staticParams = resolveParams(compiled, limit, window, where);
+    if (!isCalendarWindow(window)) return { ...compiled, staticParams };
+    return Object.defineProperty({ ...compiled }, 'staticParams', {
+      enumerable: true,
+      get: () => resolveParams(compiled, limit, window, where),
+    });
   }
   return compiled;
 }
 
-/** Validates a (possibly per-request) limit and window and returns the algorithm's params. */
-export function resolveParams(compiled: CompiledPolicy, limit: number, window: Duration, where: string): AlgorithmParams {
+/**
+ * Validates a (possibly per-request) limit and window and returns the algorithm's params. A calendar
+ * window's periods are computed around `nowMs` (the store's clock when it is in-process, else this host's).
+ */
+export function resolveParams(
+  compiled: CompiledPolicy,
+  limit: number,
+  window: Duration | CalendarWindow,
+  where: string,
+  nowMs?: number,
+): AlgorithmParams {
   positiveInteger(limit, `${where}: limit`);
-  const windowMs = parseDuration(window, `${where}: window`);
+  if (isCalendarWindow(window)) {
+    // No limit × window bound: fixed-window never multiplies them (its arithmetic is on instants only).
+    const { calendars } = compiled;
+    if (calendars === undefined) throw calendarNeedsFixedWindow(compiled.algorithm.name, `${where}: window`);
+    return calendars.around(window, nowMs ?? Date.now(), `${where}: window`).params(limit, compiled.policy.burst ?? limit);
+  }
+  const windowMs = parseWindow(window, compiled.algorithm, `${where}: window`);
   const burst = compiled.policy.burst ?? limit;
   const scaled = Math.max(limit, burst) * windowMs;
   if (scaled > MAX_SCALED) {
@@ -121,12 +161,47 @@ export function resolveParams(compiled: CompiledPolicy, limit: number, window: D
   return { limit, windowMs, burst };
 }
 
+/** A window that is not a calendar window, in ms; `fixed-window`'s error also offers a calendar window. */
+function parseWindow(window: Duration, algorithm: RateLimitAlgorithm, field: string): number {
+  return parseDuration(window, field, algorithm.name === 'fixed-window' ? CALENDAR_EXAMPLE : undefined);
+}
+
 /** Validates a cost: a whole number ≥ 0. */
 export function cost(value: unknown, field: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
     throw new RateLimitConfigError(`${field}: ${describeValue(value)} must be a whole number of units ≥ 0.`);
   }
   return value;
+}
+
+/** `settle` is a function, on a counting policy that gives nothing back by itself. */
+function assertSettle(policy: RateLimitPolicy, algorithm: RateLimitAlgorithm, where: string): void {
+  if (policy.settle === undefined) return;
+  const fail = (message: string) => new RateLimitConfigError(`${where}: ${message}`);
+  if (typeof policy.settle !== 'function')
+    throw fail(`settle: ${describeValue(policy.settle)} must be a function (context, result) => number | Promise<number>.`);
+  if (algorithm.name === 'concurrency')
+    throw fail(`settle cannot be combined with 'concurrency': a lease has no cost to settle, it is given back whole when the work ends.`);
+  if (policy.countOnly !== undefined)
+    throw fail(
+      `settle cannot be combined with countOnly: ${describeValue(policy.countOnly)}; settle returns 0 for an outcome that should not count.`,
+    );
+}
+
+/** `quotaUnit` is one of the draft's units, and `concurrent-requests` is exactly the unit of `concurrency`. */
+function assertQuotaUnit(policy: RateLimitPolicy, algorithm: RateLimitAlgorithm, where: string): void {
+  const unit = policy.quotaUnit;
+  if (unit === undefined) return;
+  oneOf(unit, ['requests', 'content-bytes', 'concurrent-requests'], `${where}: quotaUnit`);
+  const leases = algorithm.name === 'concurrency';
+  if (leases !== (unit === 'concurrent-requests')) {
+    throw new RateLimitConfigError(
+      `${where}: ` +
+        (leases
+          ? `quotaUnit: '${unit}' cannot be the unit of a 'concurrency' policy, which counts requests in flight ('concurrent-requests').`
+          : `quotaUnit: 'concurrent-requests' is the unit of 'concurrency' policies; '${algorithm.name}' counts a rate ('requests' or 'content-bytes').`),
+    );
+  }
 }
 
 function positiveInteger(value: unknown, field: string): number {

@@ -17,11 +17,14 @@ const KNOWN_OPTIONS = new Set([
   'memory',
   'ipv6Subnet',
   'errorMessage',
+  'errorFormat',
   'insuranceShare',
   'hotKeyShedding',
   'batchDecisions',
   'storeErrorLogIntervalMs',
+  'maxWaiters',
   'hooks',
+  'nearLimitRatio',
   'contexts',
   'limitSubscriptions',
   'skipIf',
@@ -47,6 +50,10 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   if (insuranceShare !== undefined && !(typeof insuranceShare === 'number' && insuranceShare > 0 && insuranceShare <= 1)) {
     throw fail(`insuranceShare: ${describeValue(insuranceShare)} must be a number in (0, 1], for example 1 / the number of instances.`);
   }
+  const { nearLimitRatio } = options;
+  if (nearLimitRatio !== undefined && !(typeof nearLimitRatio === 'number' && nearLimitRatio >= 0 && nearLimitRatio < 1)) {
+    throw fail(`nearLimitRatio: ${describeValue(nearLimitRatio)} must be a number in [0, 1), for example 0.1 (10 % of the limit left).`);
+  }
   if (
     hotKeyShedding !== undefined &&
     hotKeyShedding !== false &&
@@ -59,6 +66,11 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   }
   if (storeErrorLogIntervalMs !== undefined && !(Number.isInteger(storeErrorLogIntervalMs) && storeErrorLogIntervalMs >= 0)) {
     throw fail(`storeErrorLogIntervalMs: ${describeValue(storeErrorLogIntervalMs)} must be a whole number of milliseconds ≥ 0.`);
+  }
+  if (options.maxWaiters !== undefined && !(Number.isInteger(options.maxWaiters) && options.maxWaiters >= 1)) {
+    throw fail(
+      `maxWaiters: ${describeValue(options.maxWaiters)} must be a whole number ≥ 1 (calls of one process waiting in acquire() on one key).`,
+    );
   }
   oneOf('mode', mode, ['enforce', 'shadow']);
   if (options.batchDecisions !== undefined && typeof options.batchDecisions !== 'boolean') {
@@ -103,6 +115,7 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   if (errorMessage !== undefined && typeof errorMessage !== 'string' && typeof errorMessage !== 'function') {
     throw fail(`errorMessage: ${describeValue(errorMessage)} must be a string or a function (context, decisions) => string.`);
   }
+  oneOf('errorFormat', options.errorFormat, ['json', 'problem+json']);
   if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
     throw fail(`redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a Redis / Cluster instance.`);
   }
