@@ -10,8 +10,18 @@ export {
   type ConsumeOptions,
   type MultiDecision,
   type AcquireOptions,
+  type WrapFetchOptions,
   type RateLimitLease,
 } from './rate-limiter.service';
+export {
+  DEFAULT_MAX_PAUSE_MS,
+  pauseAskedMs,
+  type PartnerResponse,
+  type PartnerHeaders,
+  type PartnerPauseOptions,
+} from './service/partner-response';
+export { DEFAULT_MAX_WAITERS } from './service/waiters';
+export type { RateLimitReservation } from './service/reservation';
 export { RateLimitEngine } from './rate-limit.engine';
 export { RateLimitEvents, RATE_LIMIT_EVENTS } from './events/rate-limit-events';
 export type {
@@ -22,14 +32,20 @@ export type {
   RateLimitDecisionEvent,
   RateLimitContextType,
   RateLimitErrorMessage,
+  RateLimitErrorFormat,
 } from './interfaces/module-options.interface';
 export type {
   RateLimitPolicy,
+  RateLimitPolicyOverride,
   RateLimitAlgorithmName,
   Duration,
+  CalendarWindow,
   ContextValue,
   RateLimitTracker,
   RateLimitSkipIf,
+  RateLimitSettle,
+  RateLimitQuotaUnit,
+  RateLimitEscalation,
 } from './interfaces/policy.interface';
 export { RATE_LIMIT_ALGORITHMS } from './interfaces/policy.interface';
 export { RATE_LIMIT_CONTEXT_TYPES } from './interfaces/module-options.interface';
@@ -39,9 +55,17 @@ export { RateLimitStoreError } from './errors/rate-limit-store.error';
 export { RateLimitWaitError, RateLimitShutdownError } from './errors/rate-limit-wait.error';
 export { MemoryStore, type MemoryStoreOptions, type RateLimitClock } from './stores/memory.store';
 export { RedisStore, type RedisClient } from './stores/redis.store';
+export type {
+  NodeRedisClientLike,
+  NodeRedisClusterLike,
+  NodeRedisScriptOptions,
+  GlideClientLike,
+  GlideScriptLike,
+} from './stores/transports/client-types';
 export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode, StoreFallback } from './stores/store.interface';
 export { ResilientStore, type ResilientStoreOptions } from './stores/resilient.store';
 export { SheddingStore } from './stores/shedding.store';
+export { RateLimitDenyList, DENY_RECHECK_MS, type RateLimitDenial } from './stores/deny-list';
 export { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 export * from './algorithms';
 export { parseDuration } from './utils/duration';
@@ -58,8 +82,14 @@ export {
   RateLimitExceededException,
   RateLimitStoreUnavailableException,
   GraphqlRateLimitExceededException,
+  RateLimitExceededProblemException,
+  RateLimitStoreUnavailableProblemException,
+  RATE_LIMIT_QUOTA_EXCEEDED_TYPE,
+  PROBLEM_JSON_CONTENT_TYPE,
   type RateLimitExceededBody,
   type RateLimitGraphqlErrorExtensions,
+  type RateLimitProblemDetails,
+  type RateLimitStoreUnavailableProblemDetails,
 } from './rate-limit.exception';
 export type { RateLimitWsErrorPayload } from './contexts/ws.context';
 export type { RateLimitRpcErrorPayload } from './contexts/rpc.context';

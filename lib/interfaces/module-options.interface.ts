@@ -1,10 +1,14 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { GlideClientLike, NodeRedisClientLike } from '../stores/transports/client-types';
 import type { RateLimitDecision } from './decision.interface';
 import type { ExecutionContext } from '@nestjs/common';
 import type { RateLimitPolicy, RateLimitSkipIf } from './policy.interface';
 
 /** Builds the message of a rejection from the call and every policy's decision. */
 export type RateLimitErrorMessage = (context: ExecutionContext, decisions: readonly RateLimitDecision[]) => string;
+
+/** The body of an HTTP 429: the JSON of `RateLimitExceededBody`, or RFC 9457 problem details. */
+export type RateLimitErrorFormat = 'json' | 'problem+json';
 
 /** Which rate-limit response headers to send. */
 export type RateLimitHeadersMode = 'ietf' | 'legacy' | 'both' | 'none';
@@ -30,6 +34,11 @@ export interface RateLimitHooks {
   decision?: (event: RateLimitDecisionEvent) => void;
   /** Every store failure or missed deadline (logging is separate and rate-limited). */
   storeError?: (error: Error) => void;
+  /**
+   * Each allowed policy decision whose `remaining` is at or under `nearLimitRatio` of its limit (Envoy's
+   * `near_limit`), after the `decision` hook of the same decision.
+   */
+  nearLimit?: (decision: RateLimitDecision) => void;
 }
 
 /** What {@link RateLimitHooks.decision} receives. */
@@ -39,6 +48,11 @@ export interface RateLimitDecisionEvent {
   decisions: RateLimitDecision[];
   /** Decision latency, ms (store round trip included). */
   durationMs: number;
+  /**
+   * Set only when a fallback decided (some decision has `reason: 'store-unavailable'`): each policy's
+   * `onStoreError`, in the order of `decisions`, telling fail-open, fail-closed and insurance apart.
+   */
+  fallbacks?: RateLimitStoreErrorMode[];
 }
 
 /**
@@ -47,10 +61,12 @@ export interface RateLimitDecisionEvent {
  */
 export interface RateLimitModuleOptions {
   /**
-   * Redis store: a URL, ioredis options, or a `Redis` / `Cluster` you created (never closed by us).
-   * Absent: the in-process memory store (one instance only).
+   * Redis store: a URL, ioredis options, or a client you created and connected (never closed by us): an ioredis
+   * `Redis` / `Cluster`, a node-redis 5 client / cluster (`createClient()` / `createCluster()` of `redis`), or a
+   * Valkey GLIDE 2 `GlideClient` / `GlideClusterClient`. Absent: the in-process memory store (one instance only).
+   * @example redis: await createClient({ url: process.env.REDIS_URL }).connect()
    */
-  redis?: string | Redis | Cluster | RedisOptions;
+  redis?: string | Redis | Cluster | RedisOptions | NodeRedisClientLike | GlideClientLike;
   /**
    * Every key starts with `<prefix>:`; give apps sharing a Redis different prefixes.
    * @default 'rl'
@@ -105,8 +121,21 @@ export interface RateLimitModuleOptions {
   batchDecisions?: boolean;
   /** Least interval between two store-error log lines, ms. @default 10_000 */
   storeErrorLogIntervalMs?: number;
+  /**
+   * Default of `acquire()`'s `maxWaiters`: most calls of one process that may wait on one policy + key at
+   * once, first come first served; past it `acquire` rejects at once (memory stays bounded).
+   * @default 1000
+   */
+  maxWaiters?: number;
   /** Hooks for metrics and audit. */
   hooks?: RateLimitHooks;
+  /**
+   * An allowed policy decision is near its limit when its `remaining` is at most this share of the limit
+   * (`floor(nearLimitRatio × limit)`; 0: only when the last unit was taken). Published as
+   * {@link RateLimitHooks.nearLimit}, and only computed while something listens to it.
+   * @default 0.1
+   */
+  nearLimitRatio?: number;
   /**
    * Register {@link RateLimitGuard} as a global `APP_GUARD`.
    * @default true
@@ -144,6 +173,15 @@ export interface RateLimitModuleOptions {
    * @example errorMessage: (ctx, decisions) => `Slow down: ${decisions.find((d) => !d.allowed)?.policy} is exhausted.`
    */
   errorMessage?: string | RateLimitErrorMessage;
+  /**
+   * Body of a controller call's 429 (and `fail-closed` 503): `'json'`, `{ statusCode, message, error,
+   * retryAfter }`; or `'problem+json'`, RFC 9457 problem details sent as `application/problem+json`, of the
+   * IETF RateLimit draft's `quota-exceeded` type with its `violated-policies` member, the message as
+   * `detail` (a 503 is `about:blank`). Headers are the same either way. GraphQL, WebSocket and RPC calls keep
+   * their own error shapes.
+   * @default 'json'
+   */
+  errorFormat?: RateLimitErrorFormat;
   /**
    * When it returns (or resolves to) `true`, the call is not limited by any policy: nothing is checked or
    * charged and no header is sent. Called only on limited routes; bounded by `userFunctionTimeoutMs` when it

@@ -2,11 +2,12 @@ import { Redis, type RedisOptions } from 'ioredis';
 import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { MemoryStore, type RateLimitClock } from './memory.store';
-import { RedisStore, type RedisClient } from './redis.store';
+import { RedisStore } from './redis.store';
 import { ResilientStore } from './resilient.store';
 import { SheddingStore } from './shedding.store';
 import { describeRedis } from './store-description';
 import type { RateLimitStore } from './store.interface';
+import { isRedisClient } from './transports/client-types';
 
 /**
  * Defaults for clients this library creates: fail fast instead of queueing while disconnected (a rate
@@ -23,14 +24,15 @@ export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
 };
 
 /**
- * The store the options ask for: the memory store, or Redis (from a URL, options, or a client of yours)
+ * The store the options ask for: the memory store, or Redis (from a URL, ioredis options, or a client of yours:
+ * ioredis, node-redis or Valkey GLIDE)
  * behind deadlines and fallbacks ({@link ResilientStore}) and hot-key shedding ({@link SheddingStore}).
  */
 export function createStore(options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, clock?: RateLimitClock): RateLimitStore {
   const { redis } = options;
   if (redis === undefined) return new MemoryStore({ maxKeys: options.memory?.maxKeys, clock });
   const batch = options.batchDecisions ?? true;
-  const redisStore = isClient(redis)
+  const redisStore = isRedisClient(redis)
     ? new RedisStore(redis, registry.all(), false, batch)
     : watched(new RedisStore(createClient(redis), registry.all(), true, batch), options);
   const resilient = new ResilientStore(redisStore, {
@@ -42,7 +44,7 @@ export function createStore(options: RateLimitModuleOptions, registry: RateLimit
     name: describeRedis(redis),
     connectionError: () => redisStore.connectionError(),
     // On a Cluster, one circuit per master: one master's outage must not send every other key to the fallback.
-    shardOf: redisStore.client.isCluster ? (key) => redisStore.nodeOf(key) : undefined,
+    shardOf: redisStore.isCluster ? (key) => redisStore.nodeOf(key) : undefined,
   });
   const shedding = options.hotKeyShedding ?? {};
   return shedding === false ? resilient : new SheddingStore(resilient, shedding.maxKeys ?? 10_000);
@@ -69,16 +71,11 @@ function sentinelDefaults(redis: RedisOptions): RedisOptions {
  * reconnect attempt.
  */
 function watched(store: RedisStore, options: RateLimitModuleOptions): RedisStore {
-  store.client.on('error', (error: Error) => {
+  const client = store.client as Redis;
+  client.on('error', (error: Error) => {
     store.noteConnection(error);
     options.hooks?.storeError?.(error);
   });
-  store.client.on('ready', () => store.noteConnection(undefined));
+  client.on('ready', () => store.noteConnection(undefined));
   return store;
-}
-
-/** A `Redis` or `Cluster` instance (duck-typed, so a second copy of ioredis in node_modules still works). */
-export function isClient(value: unknown): value is RedisClient {
-  const candidate = value as Partial<RedisClient> | null;
-  return typeof candidate?.defineCommand === 'function' && typeof candidate?.evalsha === 'function';
 }

@@ -1,5 +1,13 @@
 import type { ClusterNode, RedisOptions } from 'ioredis';
-import type { RedisClient } from './redis.store';
+import {
+  isGlideClient,
+  isGlideCluster,
+  isNodeRedisClient,
+  isNodeRedisCluster,
+  type GlideClientLike,
+  type NodeRedisClientLike,
+  type RedisClient,
+} from './transports/client-types';
 
 /** What the module logs at startup for the in-process memory store. */
 export const MEMORY_STORE_DESCRIPTION =
@@ -16,15 +24,46 @@ export function describeStore(redis: string | RedisOptions | RedisClient | undef
 /**
  * A Redis store as log lines name it, from the `redis` option (a URL, ioredis options, or a client): `Redis at
  * host:port`, `Redis Cluster (host:port, …)` of the startup nodes, or `Redis Sentinel master "name" via
- * host:port, …`. Never a password: only hosts, ports and names are read.
+ * host:port, …`; a node-redis or GLIDE client adds ` via node-redis` / ` via Valkey GLIDE` (ioredis is the
+ * default, unnamed). Never a password: only hosts, ports and names are read.
+ * @example describeRedis(createCluster({ rootNodes: [{ url: 'redis://10.0.0.1:7000' }] })) // 'Redis Cluster (10.0.0.1:7000) via node-redis'
  */
 export function describeRedis(redis: string | RedisOptions | RedisClient): string {
   if (typeof redis === 'string') return `Redis at ${describeUrl(redis, 'localhost')}`;
+  if (isNodeRedisClient(redis)) return `${describeNodeRedis(redis)} via node-redis`;
+  if (isGlideClient(redis)) return `${describeGlide(redis)} via Valkey GLIDE`;
   if ('startupNodes' in redis) {
     const nodes = (redis as unknown as { startupNodes: ClusterNode[] }).startupNodes;
     return `Redis Cluster (${nodes.map(describeNode).join(', ')})`;
   }
-  return describeOptions('options' in redis ? redis.options : redis);
+  return describeOptions('options' in redis ? (redis.options as RedisOptions) : (redis as RedisOptions));
+}
+
+/** A node-redis client by its `url` or `socket` options; a cluster by its root nodes. */
+function describeNodeRedis(client: NodeRedisClientLike): string {
+  const { options, _options } = client as { options?: NodeRedisNode; _options?: { rootNodes?: NodeRedisNode[] } };
+  if (isNodeRedisCluster(client)) return `Redis Cluster (${(_options?.rootNodes ?? []).map(describeNodeRedisNode).join(', ')})`;
+  return `Redis at ${describeNodeRedisNode(options ?? {})}`;
+}
+
+/** A node-redis client's address options (a socket path, or host and port; localhost:6379 by default). */
+interface NodeRedisNode {
+  url?: string;
+  socket?: { host?: string; port?: number; path?: string };
+}
+
+function describeNodeRedisNode({ url, socket }: NodeRedisNode): string {
+  if (socket?.path) return socket.path;
+  if (socket?.host !== undefined || socket?.port !== undefined) return hostPort(socket.host ?? 'localhost', socket.port ?? 6379);
+  return url === undefined ? hostPort('localhost', 6379) : describeUrl(url, 'localhost');
+}
+
+/** A GLIDE client by the addresses it was created with (read from its configuration, which GLIDE keeps). */
+function describeGlide(client: GlideClientLike): string {
+  const { config } = client as { config?: { addresses?: Array<{ host?: string; port?: number }> } };
+  const addresses = (config?.addresses ?? []).map((a) => hostPort(a.host ?? 'localhost', a.port ?? 6379));
+  if (isGlideCluster(client)) return `Redis Cluster (${addresses.join(', ')})`;
+  return `Redis at ${addresses.join(', ') || 'an unknown address'}`;
 }
 
 function describeOptions(options: RedisOptions): string {

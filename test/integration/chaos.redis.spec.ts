@@ -4,7 +4,8 @@
  *  - SIGSTOP mid-load: every decision resolves within storeTimeoutMs + 150 ms, as its onStoreError says;
  *    insurance grants exactly its local share; SIGCONT: limits enforced again.
  *  - SIGKILL and restart on the same port mid-load: no crash, no unhandled rejection, recovery in seconds.
- *  - SCRIPT FLUSH mid-load: no error reaches a decision, counts stay exact.
+ *  - SCRIPT FLUSH mid-load: no error reaches a decision, counts stay exact; once per client library (ioredis from a
+ *    URL, node-redis and Valkey GLIDE clients passed in).
  */
 import { Logger } from '@nestjs/common';
 import { Redis } from 'ioredis';
@@ -17,6 +18,8 @@ import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
+import type { RedisClient } from '../../lib/stores/transports/client-types';
+import { REDIS_CLIENTS } from '../support/redis-clients';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 
 const TIMEOUT = 100;
@@ -78,13 +81,13 @@ async function server(): Promise<RedisProcess> {
   return redis;
 }
 
-/** One "app instance" per onStoreError mode, built from the URL as the module does. */
-async function instances(url: string): Promise<Record<RateLimitStoreErrorMode, Instance>> {
+/** One "app instance" per onStoreError mode, built from the URL (or a client of yours) as the module does. */
+async function instances(redis: string | RedisClient): Promise<Record<RateLimitStoreErrorMode, Instance>> {
   const out = {} as Record<RateLimitStoreErrorMode, Instance>;
   for (const mode of MODES) {
     const storeErrors: Error[] = [];
     const options: RateLimitModuleOptions = {
-      redis: url,
+      redis,
       storeTimeoutMs: TIMEOUT,
       onStoreError: mode,
       insuranceShare: 0.5,
@@ -343,12 +346,14 @@ describe('chaos: SIGKILL and restart on the same port', () => {
   }, 30_000);
 });
 
-describe('chaos: SCRIPT FLUSH mid-load', () => {
+describe.each(REDIS_CLIENTS)('chaos: SCRIPT FLUSH mid-load, $name', (kind) => {
   const EXACT = RATE_LIMIT_ALGORITHMS;
 
   it('limit 50, 100 calls per algorithm and a multi-policy route with SCRIPT FLUSH in the middle: exactly 50 admitted, no fallback', async () => {
     const redis = await server();
-    const insts = await instances(redis.url);
+    // ioredis as the module creates it from a URL; the others as an app passes its client in.
+    const client = kind.name === 'ioredis' ? undefined : await kind.connect(redis.port);
+    const insts = await instances(client ?? redis.url);
     const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
     try {
       const svc = insts['fail-closed'].svc;
@@ -390,18 +395,21 @@ describe('chaos: SCRIPT FLUSH mid-load', () => {
       expect(reasons).toEqual([]);
       expect(Object.fromEntries(allowed)).toEqual(Object.fromEntries([...EXACT.map((a) => [a, 50]), ['multi', 50]]));
       expect(insts['fail-closed'].storeErrors).toEqual([]);
-      // The flush did happen between the halves: the scripts were sent again in full (EVAL) after NOSCRIPT.
+      // The flush did happen between the halves: the scripts were sent again in full after NOSCRIPT (EVAL; GLIDE
+      // loads them with SCRIPT LOAD, then calls EVALSHA again).
       const stats = await admin.info('commandstats');
-      const evals = Number(/^cmdstat_eval:calls=(\d+)/m.exec(stats)?.[1] ?? 0);
+      const calls = (command: string) => Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0);
+      const reloads = calls('eval') + calls('script\\|load');
       const noscript = Number(/^errorstat_NOSCRIPT:count=(\d+)/m.exec(await admin.info('errorstats'))?.[1] ?? 0);
-      expect(evals).toBeGreaterThan(0);
+      expect(reloads).toBeGreaterThan(0);
       expect(noscript).toBeGreaterThan(0);
       expect(unhandled).toEqual([]);
       console.log(
-        `SCRIPT FLUSH: ${noscript} NOSCRIPT replies, ${evals} EVAL reloads, 0 errors reached a decision, 50/100 admitted for each of ${EXACT.length} algorithms and the multi-policy route`,
+        `SCRIPT FLUSH (${kind.name}): ${noscript} NOSCRIPT replies, ${reloads} reloads (EVAL or SCRIPT LOAD), 0 errors reached a decision, 50/100 admitted for each of ${EXACT.length} algorithms and the multi-policy route`,
       );
     } finally {
       admin.disconnect();
+      if (client) await kind.close(client);
     }
   }, 30_000);
 });

@@ -7,6 +7,9 @@
  *    lies in one slot (CLUSTER KEYSLOT), the slot of the tracker's hash tag.
  *  - Different trackers spread over the masters.
  *  - Concurrent decisions for trackers on different nodes, with auto-pipelining on, all reach Redis.
+ * Every test but the first runs once per client library (ioredis, node-redis, Valkey GLIDE), each with its own key
+ * prefix, with the same assertions; `nodeClients` (ioredis, one per node) and `inspect` inspect the servers.
+ * Failover per client library: failover.redis.spec.ts.
  */
 import { Redis, type Cluster } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
@@ -18,36 +21,28 @@ import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
+import type { RedisClient } from '../../lib/stores/transports/client-types';
 import { compilePolicy } from '../../lib/utils/compile-policy';
 import { encodeTracker, trackerKeyPrefix } from '../../lib/utils/keys';
-import {
-  libraryClient,
-  libraryCluster,
-  startRedis,
-  startRedisCluster,
-  type RedisClusterProcess,
-  type RedisProcess,
-} from '../support/redis-server';
+import { REDIS_CLIENTS } from '../support/redis-clients';
+import { libraryCluster, startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
 
 const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
-const PREFIX = 'clu';
 const registry = new RateLimitAlgorithmRegistry();
 
 let cluster: RedisClusterProcess | undefined;
 let standalone: RedisProcess | undefined;
-let clusterClient: Cluster | undefined;
-let standaloneClient: Redis | undefined;
+/** An ioredis cluster client of the test's own, to inspect keys wherever they live. */
+let inspect: Cluster | undefined;
 const nodeClients: Redis[] = [];
 const stores: RateLimitStore[] = [];
-let onCluster: RateLimiterService;
-let onStandalone: RateLimiterService;
 const storeErrors: Error[] = [];
 
-function service(redis: Redis | Cluster): RateLimiterService {
+function service(redis: RedisClient, prefix: string): RateLimiterService {
   // fail-closed with a long deadline: a fallback would show as a rejection with reason 'store-unavailable'.
   const options: RateLimitModuleOptions = {
     redis,
-    prefix: PREFIX,
+    prefix,
     storeTimeoutMs: 5_000,
     onStoreError: 'fail-closed',
     hooks: { storeError: (e) => storeErrors.push(e) },
@@ -59,17 +54,13 @@ function service(redis: Redis | Cluster): RateLimiterService {
 
 beforeAll(async () => {
   [cluster, standalone] = await Promise.all([startRedisCluster(), startRedis()]);
-  clusterClient = await libraryCluster(cluster.startupNodes);
-  standaloneClient = await libraryClient(standalone.url);
+  inspect = await libraryCluster(cluster.startupNodes);
   for (const node of cluster.nodes) nodeClients.push(new Redis({ port: node.port, maxRetriesPerRequest: 1 }));
-  onCluster = service(clusterClient);
-  onStandalone = service(standaloneClient);
 }, 60_000);
 
 afterAll(async () => {
   for (const store of stores) await store.close();
-  clusterClient?.disconnect();
-  standaloneClient?.disconnect();
+  inspect?.disconnect();
   for (const c of nodeClients) c.disconnect();
   await cluster?.stop();
   await standalone?.stop();
@@ -132,12 +123,27 @@ async function multiScenario(svc: RateLimiterService, tracker: string): Promise<
   return out;
 }
 
-describe('Redis Cluster (3 masters)', () => {
-  it('the cluster is up: 3 masters, all 16384 slots assigned', async () => {
-    const info = String(await nodeClients[0].cluster('INFO'));
-    expect(info).toContain('cluster_state:ok');
-    expect(info).toContain('cluster_slots_assigned:16384');
-    expect(clusterClient!.nodes('master')).toHaveLength(3);
+it('the cluster is up: 3 masters, all 16384 slots assigned', async () => {
+  const info = String(await nodeClients[0].cluster('INFO'));
+  expect(info).toContain('cluster_state:ok');
+  expect(info).toContain('cluster_slots_assigned:16384');
+  expect(inspect!.nodes('master')).toHaveLength(3);
+});
+
+describe.each(REDIS_CLIENTS)('$name on a Redis Cluster (3 masters)', (kind) => {
+  const PREFIX = `clu-${kind.name}`;
+  const clients: RedisClient[] = [];
+  let onCluster: RateLimiterService;
+  let onStandalone: RateLimiterService;
+
+  beforeAll(async () => {
+    clients.push(await kind.connectCluster(cluster!.startupNodes), await kind.connect(standalone!.port));
+    onCluster = service(clients[0], PREFIX);
+    onStandalone = service(clients[1], PREFIX);
+  }, 30_000);
+
+  afterAll(async () => {
+    for (const client of clients) await kind.close(client);
   });
 
   it.each(ALGORITHMS)('%s: the same outcomes as standalone, through every operation', async (algorithm) => {
@@ -215,7 +221,7 @@ describe('Redis Cluster (3 masters)', () => {
       expect(keySlots[0]).toBe(await nodeClients[0].cluster('KEYSLOT', `{${encodeTracker(tracker)}}`));
       slots.add(keySlots[0]);
       // The state keys exist (on the node that owns the slot), and carry a TTL.
-      for (const c of calls) expect(await clusterClient!.pttl(c.stateKey)).toBeGreaterThan(0);
+      for (const c of calls) expect(await inspect!.pttl(c.stateKey)).toBeGreaterThan(0);
       expect(keys.every((k) => !k.includes('\n') && k.length < 400)).toBe(true);
     }
     // Tricky trackers do not collapse onto one slot.

@@ -16,9 +16,11 @@
  * worlds that disagree with a later Redis verdict. A step fails only when no possible world gives Redis's
  * verdicts. A refund re-uses the calls of an earlier admitted consume of the trace (as the engine does for
  * count-only outcomes and lease release), or fresh calls when there was none.
+ *
+ * Every trace runs once per client library (ioredis, node-redis, Valkey GLIDE): each sends the TIME bracket on
+ * the connection that carries the refund, and replies the same numbers.
  */
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
@@ -26,9 +28,11 @@ import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory.store';
 import { RedisStore } from '../../lib/stores/redis.store';
+import type { RedisClient } from '../../lib/stores/transports/client-types';
 import type { RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
 import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { REDIS_CLIENTS, type RedisClientKind } from '../support/redis-clients';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 
 const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
@@ -56,34 +60,54 @@ interface Step {
 
 const registry = new RateLimitAlgorithmRegistry();
 
-let redis: RedisProcess | undefined;
-let client: Redis | undefined;
-let store: RedisStore | undefined;
-let ready: Promise<void> | undefined;
+/** One client library's store on the file's server, and its client (which also sends the TIME bracket). */
+interface Env {
+  kind: RedisClientKind;
+  client: RedisClient;
+  store: RedisStore;
+}
 
-/** Starts one server for the whole file, whichever concurrent test asks first. */
-function env(): Promise<void> {
-  ready ??= (async () => {
-    redis = await startRedis();
-    // Auto-pipelining sends the commands of one tick in one write, so the TIME bracket around a refund is tight.
-    client = new Redis({ port: redis.port, maxRetriesPerRequest: 1, enableAutoPipelining: true });
-    store = new RedisStore(client, registry.all(), false);
-    // Load every script on the connection first (the first call of each is a slower EVAL).
-    const engine = new RateLimitEngine(store);
-    const warm = ALGORITHMS.map((algorithm, i) =>
-      compilePolicy({ algorithm, limit: 1, window: 100, name: `w${i}` }, registry, 'test', 'svc'),
-    );
-    const requests = warm.map((compiled) => ({ compiled, params: compiled.staticParams!, cost: 0 }));
-    for (const request of requests) await store.decide(engine.calls('warmup:', [request]), 'peek');
-    await store.decide(engine.calls('warmup:', requests.slice(0, 2)), 'peek');
-  })();
+let redis: Promise<RedisProcess> | undefined;
+const envs = new Map<string, Promise<Env>>();
+
+/** Starts one server for the whole file, and one store per client library, whichever concurrent test asks first. */
+function env(kind: RedisClientKind): Promise<Env> {
+  redis ??= startRedis();
+  let ready = envs.get(kind.name);
+  if (!ready) {
+    ready = (async () => {
+      // ioredis's auto-pipelining (node-redis and GLIDE pipeline on their own) sends the commands of one tick in
+      // one write, so the TIME bracket around a refund is tight.
+      const client = await kind.connect((await redis!).port);
+      const store = new RedisStore(client, registry.all(), false);
+      // Load every script on the connection first (the first call of each is a slower EVAL).
+      const engine = new RateLimitEngine(store);
+      const warm = ALGORITHMS.map((algorithm, i) =>
+        compilePolicy({ algorithm, limit: 1, window: 100, name: `w${i}` }, registry, 'test', 'svc'),
+      );
+      const requests = warm.map((compiled) => ({ compiled, params: compiled.staticParams!, cost: 0 }));
+      for (const request of requests) await store.decide(engine.calls('warmup:', [request]), 'peek');
+      await store.decide(engine.calls('warmup:', requests.slice(0, 2)), 'peek');
+      return { kind, client, store };
+    })();
+    envs.set(kind.name, ready);
+  }
   return ready;
 }
 
 afterAll(async () => {
-  client?.disconnect();
-  await redis?.stop();
+  for (const ready of envs.values()) {
+    const { kind, client, store } = await ready;
+    await store.close();
+    await kind.close(client);
+  }
+  await (await redis)?.stop();
 });
+
+/** Redis `TIME` on the client's connection (every library has a `time()`). */
+function serverTime(client: RedisClient): Promise<ReadonlyArray<string | number>> {
+  return (client as unknown as { time(): Promise<ReadonlyArray<string | number>> }).time();
+}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Redis `TIME` ([seconds, microseconds], as strings on the wire) in whole ms, as decide.lua computes it. */
@@ -176,9 +200,8 @@ function difference(specs: PolicySpec[], fromRedis: StoreDecision, fromMemory: S
 const MAX_WORLDS = 64;
 
 /** Runs `steps` on Redis and checks each decision against the memory twin at the Redis time; throws on a difference. */
-async function runTrace(specs: PolicySpec[], steps: Step[]): Promise<{ ambiguous: number }> {
-  await env();
-  const redisStore = store!;
+async function runTrace(kind: RedisClientKind, specs: PolicySpec[], steps: Step[]): Promise<{ ambiguous: number }> {
+  const { client, store: redisStore } = await env(kind);
   const engine = new RateLimitEngine(redisStore);
   const compiled = specs.map((spec, i) => compilePolicy(toPolicy(spec, i), registry, 'test', 'svc'));
   const prefix = trackerKeyPrefix('rl', `diff-${randomUUID()}`);
@@ -197,9 +220,9 @@ async function runTrace(specs: PolicySpec[], steps: Step[]): Promise<{ ambiguous
     if (step.gapMs > 0) await sleep(step.gapMs);
     if (step.op === 'refund') {
       const calls = consumed.length > 0 ? consumed[step.pick % consumed.length] : callsOf(step);
-      const before = client!.time();
+      const before = serverTime(client);
       const refunded = redisStore.refund(calls);
-      const after = client!.time();
+      const after = serverTime(client);
       const [t1, , t2] = await Promise.all([before, refunded, after]);
       const times: number[] = [];
       for (let t = ms(t1); t <= ms(t2); t++) times.push(t);
@@ -237,22 +260,23 @@ async function runTrace(specs: PolicySpec[], steps: Step[]): Promise<{ ambiguous
   return { ambiguous };
 }
 
-async function check(arb: fc.Arbitrary<[PolicySpec[], Step[]]>): Promise<void> {
+async function check(kind: RedisClientKind, arb: fc.Arbitrary<[PolicySpec[], Step[]]>): Promise<void> {
   await fc.assert(
     fc.asyncProperty(arb, async ([specs, steps]) => {
-      await runTrace(specs, steps);
+      await runTrace(kind, specs, steps);
     }),
     // Real time cannot be replayed, so shrinking would not reproduce a failure: the error carries the trace.
     { numRuns: RUNS, endOnFailure: true },
   );
 }
 
-describe('Lua scripts on Redis and TypeScript twins decide identically', () => {
+describe.each(REDIS_CLIENTS)('$name: Lua scripts on Redis and TypeScript twins decide identically', (kind) => {
   for (const algorithm of ALGORITHMS) {
     test.concurrent(
       `${algorithm}: random traces of consume / peek / refund`,
       () =>
         check(
+          kind,
           fc.tuple(
             policyArb(algorithm).map((p) => [p]),
             traceArb,
@@ -266,6 +290,7 @@ describe('Lua scripts on Redis and TypeScript twins decide identically', () => {
     'multi-policy: 2-3 policies of mixed algorithms in one call',
     () =>
       check(
+        kind,
         fc.tuple(
           fc.array(fc.constantFrom(...ALGORITHMS), { minLength: 2, maxLength: 3 }).chain((names) => fc.tuple(...names.map(policyArb))),
           traceArb,

@@ -3,11 +3,12 @@
  * admitted, for every algorithm (long windows, so nothing refills during the race), on a standalone
  * redis-server and on a real 3-master Redis Cluster. Each worker builds its store as the module does
  * (createStore, fail-closed so that a fallback could never admit) and runs all algorithms at once, one
- * tracker per algorithm.
+ * tracker per algorithm. Once per client library (ioredis, node-redis, Valkey GLIDE), with the same assertions.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
+import { REDIS_CLIENTS } from '../support/redis-clients';
 import { startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
 
 const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
@@ -102,11 +103,16 @@ async function race(
 
 const expected = Object.fromEntries(ALGORITHMS.map((a) => [a, LIMIT]));
 
-describe(`exactness: ${WORKERS} processes × ${CALLS} parallel calls, limit ${LIMIT}`, () => {
+describe.each(REDIS_CLIENTS)(`$name, exactness: ${WORKERS} processes × ${CALLS} parallel calls, limit ${LIMIT}`, ({ name }) => {
   it('standalone redis-server: exactly 60 admitted for every algorithm', async () => {
-    const { totals, perWorker, unavailable } = await race({ REDIS_URL: redis!.url, KEY: 'standalone', PREFIX: 'race' });
+    const { totals, perWorker, unavailable } = await race({
+      REDIS_PORT: String(redis!.port),
+      CLIENT: name,
+      KEY: `${name}-standalone`,
+      PREFIX: 'race',
+    });
     console.log(
-      `standalone: admitted ${JSON.stringify(totals)}; per worker ${perWorker.map((w) => Object.values(w).join('/')).join(' | ')}`,
+      `${name} standalone: admitted ${JSON.stringify(totals)}; per worker ${perWorker.map((w) => Object.values(w).join('/')).join(' | ')}`,
     );
     expect(unavailable).toBe(0);
     expect(totals).toEqual(expected);
@@ -115,10 +121,13 @@ describe(`exactness: ${WORKERS} processes × ${CALLS} parallel calls, limit ${LI
   it('3-master Redis Cluster: exactly 60 admitted for every algorithm', async () => {
     const { totals, perWorker, unavailable } = await race({
       CLUSTER_NODES: JSON.stringify(cluster!.startupNodes),
-      KEY: 'cluster',
+      CLIENT: name,
+      KEY: `${name}-cluster`,
       PREFIX: 'race',
     });
-    console.log(`cluster: admitted ${JSON.stringify(totals)}; per worker ${perWorker.map((w) => Object.values(w).join('/')).join(' | ')}`);
+    console.log(
+      `${name} cluster: admitted ${JSON.stringify(totals)}; per worker ${perWorker.map((w) => Object.values(w).join('/')).join(' | ')}`,
+    );
     expect(unavailable).toBe(0);
     expect(totals).toEqual(expected);
   }, 60_000);

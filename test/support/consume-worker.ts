@@ -3,7 +3,8 @@
  * stdin, then fires CALLS parallel `consume` calls per algorithm on one shared key and prints a JSON line
  * `{ "allowed": { <algorithm>: <count> }, "now": <Date.now()> }`.
  *
- * Env: REDIS_PORT, ALGORITHMS (comma-separated), LIMIT, WINDOW_MS, CALLS, KEY, PREFIX,
+ * Env: REDIS_PORT, CLIENT (ioredis, node-redis or GLIDE; ioredis by default), ALGORITHMS (comma-separated), LIMIT,
+ * WINDOW_MS, CALLS, KEY, PREFIX,
  * DATE_OFFSET_MS (this process's clock is skewed by that much, installed before the library loads).
  * Run with `node -r ts-node/register/transpile-only test/support/consume-worker.ts`.
  */
@@ -16,7 +17,7 @@ if (offset !== 0) {
 /* eslint-disable @typescript-eslint/no-require-imports */
 async function main(): Promise<void> {
   // Loaded only after the clock is patched.
-  const { Redis } = require('ioredis') as typeof import('ioredis');
+  const { redisClientKind } = require('./redis-clients') as typeof import('./redis-clients');
   const { RateLimitAlgorithmRegistry } =
     require('../../lib/algorithms/algorithm.registry') as typeof import('../../lib/algorithms/algorithm.registry');
   const { RedisStore } = require('../../lib/stores/redis.store') as typeof import('../../lib/stores/redis.store');
@@ -30,11 +31,11 @@ async function main(): Promise<void> {
   const calls = Number(process.env.CALLS);
   const key = process.env.KEY ?? 'shared';
 
-  const client = new Redis({ port: Number(process.env.REDIS_PORT), enableAutoPipelining: true });
+  const kind = redisClientKind(process.env.CLIENT);
+  const client = await kind.connect(Number(process.env.REDIS_PORT));
   const registry = new RateLimitAlgorithmRegistry();
-  const store = new RedisStore(client, registry.all(), true);
+  const store = new RedisStore(client, registry.all(), false);
   const service = new RateLimiterService(new RateLimitEngine(store), registry, { prefix: process.env.PREFIX ?? 'rl' });
-  await client.ping();
   // Load the scripts now, so the race below is between decisions, not script loads.
   for (const algorithm of algorithms) await service.peek({ algorithm, limit, window: windowMs, name: 'warmup' }, `${key}-warmup`);
 
@@ -57,6 +58,7 @@ async function main(): Promise<void> {
   );
   process.stdout.write(`${JSON.stringify({ allowed, now: Date.now() })}\n`);
   await store.close();
+  await kind.close(client);
   process.stdin.pause();
 }
 

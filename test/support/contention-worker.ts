@@ -5,7 +5,8 @@
  * for that moment (so that every worker starts together), then fires CALLS parallel `consume` calls per algorithm (all algorithms at once, one shared tracker per algorithm) and
  * prints one JSON line `{ "allowed": { <algorithm>: n }, "unavailable": n }`.
  *
- * Env: REDIS_URL or CLUSTER_NODES (JSON [{host,port}]), ALGORITHMS (comma-separated), LIMIT, CALLS, KEY, PREFIX.
+ * Env: REDIS_PORT or CLUSTER_NODES (JSON [{host,port}]), CLIENT (ioredis, node-redis or GLIDE; ioredis by default),
+ * ALGORITHMS (comma-separated), LIMIT, CALLS, KEY, PREFIX.
  * Run with `node -r ts-node/register/transpile-only test/support/contention-worker.ts` (TS_NODE_SWC=true is faster).
  */
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
@@ -15,7 +16,7 @@ import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfac
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
-import { libraryClient, libraryCluster } from './redis-server';
+import { redisClientKind, type NodeAddress } from './redis-clients';
 
 const WAVE = 5;
 
@@ -29,9 +30,10 @@ async function main(): Promise<void> {
   const limit = Number(process.env.LIMIT);
   const calls = Number(process.env.CALLS);
   const key = process.env.KEY ?? 'shared';
+  const kind = redisClientKind(process.env.CLIENT);
   const client = process.env.CLUSTER_NODES
-    ? await libraryCluster(JSON.parse(process.env.CLUSTER_NODES) as Array<{ host: string; port: number }>)
-    : await libraryClient(process.env.REDIS_URL!);
+    ? await kind.connectCluster(JSON.parse(process.env.CLUSTER_NODES) as NodeAddress[])
+    : await kind.connect(Number(process.env.REDIS_PORT));
   const registry = new RateLimitAlgorithmRegistry();
   // fail-closed: a fallback can never admit, so every admission below was decided by Redis.
   const options: RateLimitModuleOptions = {
@@ -78,7 +80,7 @@ async function main(): Promise<void> {
   );
   process.stdout.write(`${JSON.stringify({ allowed, unavailable })}\n`);
   await store.close();
-  client.disconnect();
+  await kind.close(client);
   process.stdin.pause();
 }
 

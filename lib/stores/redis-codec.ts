@@ -1,0 +1,113 @@
+import { createHash } from 'node:crypto';
+import { RateLimitStoreError } from '../errors/rate-limit-store.error';
+import type { RateLimitCall, StoreDecision, StoreVerdict, VerdictReason } from './store.interface';
+
+/**
+ * The wire format of the decision scripts (algorithms/decide.lua), shared by every Redis client's transport:
+ * how a decision's keys and argument are written, and how its reply is read.
+ */
+
+export const MODE_CODE = { consume: 'c', peek: 'p' } as const;
+export const REPLY_PER_CALL = 6;
+export const KEYS_PER_CALL = 2;
+
+/** Keys of one decision of `policies` policies: theirs, then the tracker's deny key. */
+export function decisionKeyCount(policies: number): number {
+  return policies * KEYS_PER_CALL + 1;
+}
+
+/** A decision script and its SHA-1 (the name `EVALSHA` calls it by). */
+export interface LuaScript {
+  lua: string;
+  sha: string;
+}
+
+export function luaScript(lua: string): LuaScript {
+  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
+}
+
+/**
+ * Appends one decision's keys, and its one argument, in the layout of algorithms/decide.lua: a JSON array of
+ * the mode and seven values per policy (numbers are whole, so they print exactly). A calendar window's
+ * window is its four period starts, a nested array (see fixed-window.lua).
+ */
+export function appendCall(keys: string[], args: string[], calls: readonly RateLimitCall[], mode: string): void {
+  let json = `["${mode}"`;
+  for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey } of calls) {
+    keys.push(stateKey, blockKey);
+    // An escalating lockout is [first, factor, max, forgiveAfter]; a plain one stays a number.
+    const blockFor =
+      escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
+    json += `,${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor},${token === '' ? '""' : JSON.stringify(token)}`;
+  }
+  // A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag.
+  keys.push(calls[0].denyKey ?? `${calls[0].blockKey}:none`);
+  args.push(`${json}]`);
+}
+
+/**
+ * One decision of a script reply: six integers per policy from `offset` (see algorithms/decide.lua); a denied
+ * decision has its reason, a string, in place of each delay.
+ */
+export function parseDecision(reply: readonly number[], offset: number, policies: number): StoreDecision {
+  const verdicts: StoreVerdict[] = [];
+  let allowed = true;
+  for (let i = 0; i < policies; i++) {
+    const b = offset + i * REPLY_PER_CALL;
+    const status = reply[b];
+    if (status !== 0) allowed = false;
+    const verdict: StoreVerdict = {
+      allowed: status === 0,
+      remaining: reply[b + 1],
+      resetMs: reply[b + 2],
+      retryAfterMs: reply[b + 3],
+      delayMs: reply[b + 4],
+      moreQuotaMs: reply[b + 5],
+      reason: (status === 0 ? 0 : status - 1) as VerdictReason,
+    };
+    if (status === 5) {
+      const note = verdict.delayMs as unknown;
+      verdict.delayMs = 0;
+      if (typeof note === 'string') verdict.note = note;
+    }
+    verdicts.push(verdict);
+  }
+  return { nowMs: reply[0], allowed, verdicts };
+}
+
+/**
+ * For a WRONGTYPE error, names the key that holds someone else's data, so the operator can fix the prefix.
+ * `typeOf` asks the server for a key's type (`TYPE`).
+ */
+export async function explainWrongType(
+  calls: readonly RateLimitCall[],
+  cause: Error,
+  typeOf: (key: string) => Promise<string>,
+): Promise<Error> {
+  if (!cause.message.includes('WRONGTYPE')) return cause;
+  for (const call of calls) {
+    for (const [key, expected] of [
+      [call.stateKey, call.algorithm.redisType],
+      [call.blockKey, 'string'],
+    ] as const) {
+      const type = await typeOf(key);
+      if (type !== 'none' && type !== expected) {
+        return new RateLimitStoreError(
+          `Redis key "${key}" holds a ${type}, but ${call.algorithm.name} keeps a ${expected} there: another ` +
+            `application writes under this prefix. Give the rate limiter its own 'prefix' or delete the key.`,
+          { cause },
+        );
+      }
+    }
+  }
+  const denyKey = calls[0]?.denyKey;
+  const type = denyKey === undefined ? 'none' : await typeOf(denyKey);
+  if (type !== 'none' && type !== 'string') {
+    return new RateLimitStoreError(
+      `Redis key "${denyKey}" holds a ${type}, but the deny list keeps a string there: another application writes ` +
+        `under this prefix. Give the rate limiter its own 'prefix' or delete the key.`,
+      { cause },
+    );
+  }
+  return cause;
+}

@@ -1,0 +1,114 @@
+import { Command, type Cluster, type Redis, type RedisOptions } from 'ioredis';
+import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
+import type { LuaScript } from '../redis-codec';
+import { isDefiniteConnectionError } from '../store-description';
+import { isNoScript, type RedisScriptTransport, type ScriptRunner } from './redis-transport';
+
+/** A defined command; ioredis flattens array arguments (no spreading of long lists per call). */
+type ScriptCommand = (...keysAndArgs: Array<string | number | Array<string | number>>) => Promise<unknown>;
+
+/**
+ * The ioredis transport. Prepared scripts are commands defined with ioredis (`defineCommand`: `EVALSHA`, then
+ * `EVAL` on `NOSCRIPT`), each with a fixed number of keys so that its first argument is a key: ioredis's
+ * auto-pipelining on a Cluster groups custom commands by their first argument. A batch is written straight to
+ * the connection as a `Command` (auto-pipelining would hold it for another turn and send one pipeline at a
+ * time), so several batches can be in flight.
+ */
+export class IoredisTransport implements RedisScriptTransport {
+  readonly clientName = 'ioredis';
+  private lastConnectionError: Error | undefined;
+
+  constructor(private readonly client: Redis | Cluster) {}
+
+  get isCluster(): boolean {
+    return this.client.isCluster;
+  }
+
+  prepare({ lua }: LuaScript, numberOfKeys: number, name: string): ScriptRunner {
+    this.client.defineCommand(name, { lua, numberOfKeys });
+    // Called as command(keys, args): ioredis flattens the two arrays.
+    return (this.client as unknown as Record<string, ScriptCommand>)[name].bind(this.client) as ScriptRunner;
+  }
+
+  /** `EVALSHA`, then `EVAL` if Redis does not have the script. Keys get the client's `keyPrefix`, as with defined commands. */
+  evalScript({ lua, sha }: LuaScript, keys: string[], args: string[]): Promise<unknown> {
+    const client = this.client as Redis;
+    const send = (name: 'evalsha' | 'eval', script: string): Promise<unknown> => {
+      const command = new Command(name, [script, keys.length, keys, args], {
+        keyPrefix: client.options.keyPrefix,
+        replyEncoding: 'utf8',
+      });
+      void client.sendCommand(command);
+      return command.promise;
+    };
+    return send('evalsha', sha).catch((error: unknown) => {
+      if (isNoScript(error)) return send('eval', lua);
+      throw error;
+    });
+  }
+
+  del(key: string): Promise<unknown> {
+    return this.client.del(key);
+  }
+
+  type(key: string): Promise<string> {
+    return this.client.type(key);
+  }
+
+  ping(): Promise<unknown> {
+    return this.client.ping();
+  }
+
+  /**
+   * Waits for `ready`, at most `timeoutMs`. Ends early, false, on a connection error that waiting will not cure
+   * (refused, unknown host, bad credentials or TLS), so an app whose Redis is missing starts at once; the client
+   * keeps reconnecting in the background.
+   */
+  async ready(timeoutMs: number): Promise<boolean> {
+    if (this.client.status === 'ready') return true;
+    return new Promise<boolean>((resolve) => {
+      const done = (connected: boolean) => {
+        clearTimeout(timer);
+        this.client.off('ready', onReady);
+        this.client.off('error', onError);
+        resolve(connected);
+      };
+      const onReady = () => {
+        this.noteConnection(undefined);
+        done(true);
+      };
+      // Also for a client passed in, which has no listener of ours otherwise: the startup warning names the cause.
+      const onError = (error: Error) => {
+        this.noteConnection(error);
+        if (isDefiniteConnectionError(error)) done(false);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.client.on('ready', onReady);
+      this.client.on('error', onError);
+    });
+  }
+
+  noteConnection(error: Error | undefined): void {
+    this.lastConnectionError = error;
+  }
+
+  /** The last connection error, or the client's status; `undefined` while it is connected. */
+  connectionError(): Error | undefined {
+    const { status } = this.client;
+    if (status === 'ready') return undefined;
+    return this.lastConnectionError ?? new RateLimitStoreError(`not connected (client status: ${status})`);
+  }
+
+  /** From ioredis's slot map: a failover changes it with the map. */
+  nodeOfSlot(slot: number): string | undefined {
+    return this.isCluster ? (this.client as Cluster).slots[slot]?.[0] : undefined;
+  }
+
+  async close(owned: boolean): Promise<void> {
+    if (!owned) return;
+    // A Sentinel client's failover-detector connections close on disconnect() only (quit() leaves them open, and
+    // the process with them); any other client quits, so decisions in flight still get their replies.
+    if ((this.client.options as RedisOptions).sentinels?.length) this.client.disconnect();
+    else await this.client.quit().catch(() => this.client.disconnect());
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * Cluster failover, once per client library (ioredis, node-redis, Valkey GLIDE): a real 3-master + 3-replica
+ * cluster (`cluster-node-timeout` 1 s, `cluster-require-full-coverage no`) under a steady load of decisions on
+ * trackers of every master, and SIGKILL of one master. The same assertions for every client:
+ *  - no decision fails (each is answered, by Redis or by the fail-closed fallback);
+ *  - the killed master's keys fall back while it is down, and Redis decides them again once its replica is
+ *    promoted (within 20 s);
+ *  - where the client has a slot map (ioredis, node-redis), the store-error circuit is per master: keys of the
+ *    other masters never fall back. GLIDE exposes no slot map: one circuit for the whole cluster, so they may.
+ * The module builds the store (createStore) around a client of the library's, as an app passes it in.
+ */
+import { Logger } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimiterService } from '../../lib/rate-limiter.service';
+import { createStore } from '../../lib/stores/create-store';
+import { RedisStore } from '../../lib/stores/redis.store';
+import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { REDIS_CLIENTS } from '../support/redis-clients';
+import { startRedisCluster } from '../support/redis-server';
+
+const registry = new RateLimitAlgorithmRegistry();
+const PREFIX = 'fo';
+const TRACKERS_PER_MASTER = 20;
+const big: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1_000_000, window: '1h', name: 'big' };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const now = () => performance.now();
+
+interface Sample {
+  master: number;
+  at: number;
+  byRedis: boolean;
+}
+
+beforeEach(() => {
+  jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+  jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+});
+
+afterEach(() => {
+  jest.restoreAllMocks();
+});
+
+describe.each(REDIS_CLIENTS)('$name: SIGKILL of one master of three (each has a replica)', (kind) => {
+  it('no decision fails; its keys fall back, then Redis decides them again; with a slot map, the other masters never fall back', async () => {
+    const cluster = await startRedisCluster(3, {
+      replicas: 1,
+      nodeTimeoutMs: 1_000,
+      serverArgs: ['--cluster-require-full-coverage', 'no'],
+    });
+    const probe = new Redis({ port: cluster.masters[1].port, maxRetriesPerRequest: 1 });
+    const client = await kind.connectCluster(cluster.startupNodes);
+    const options: RateLimitModuleOptions = {
+      redis: client,
+      prefix: PREFIX,
+      onStoreError: 'fail-closed',
+      hotKeyShedding: false,
+      // Long enough that a busy box never turns a healthy master's decision into a fallback; the killed master's
+      // calls fail at once (its connection is gone), not at the deadline.
+      storeTimeoutMs: 1_000,
+    };
+    const store = createStore(options, registry);
+    const svc = new RateLimiterService(new RateLimitEngine(store, options), registry, options);
+    // Whether this client has a slot map: the store then knows each key's master.
+    const bare = new RedisStore(client, registry.all(), false);
+    try {
+      const owners = new Map<number, number>();
+      for (const [from, to, master] of await probe.cluster('SLOTS')) for (let slot = from; slot <= to; slot++) owners.set(slot, master[1]);
+      const byMaster = new Map<number, string[]>(cluster.masters.map((m) => [m.port, []]));
+      for (let i = 0; [...byMaster.values()].some((t) => t.length < TRACKERS_PER_MASTER); i++) {
+        const tracker = `client-${i}`;
+        const slot = (await probe.cluster('KEYSLOT', trackerKeyPrefix(PREFIX, tracker))) as number;
+        const group = byMaster.get(owners.get(slot)!)!;
+        if (group.length < TRACKERS_PER_MASTER) group.push(tracker);
+      }
+      const perShard = bare.nodeOf(trackerKeyPrefix(PREFIX, byMaster.get(cluster.masters[1].port)![0])) !== undefined;
+
+      const samples: Sample[] = [];
+      const failures: unknown[] = [];
+      const inFlight = new Set<Promise<void>>();
+      let running = true;
+      const load = (async () => {
+        for (let round = 0; running; round++) {
+          for (const [master, trackers] of byMaster) {
+            const p = svc
+              .consume(big, trackers[round % trackers.length])
+              .then((d) => void samples.push({ master, at: now(), byRedis: d.reason === undefined }))
+              .catch((error: unknown) => void failures.push(error))
+              .finally(() => inFlight.delete(p));
+            inFlight.add(p);
+          }
+          await sleep(5);
+        }
+      })();
+
+      await sleep(500);
+      const victim = cluster.masters[0].port;
+      const killedAt = now();
+      await cluster.masters[0].stop(true);
+      let backAt = Infinity;
+      while (now() - killedAt < 20_000) {
+        await sleep(50);
+        const victims = samples.filter((s) => s.master === victim && s.at > killedAt);
+        const lastFallback = Math.max(killedAt, ...victims.filter((s) => !s.byRedis).map((s) => s.at));
+        const since = victims.filter((s) => s.byRedis && s.at > lastFallback);
+        if (victims.some((s) => !s.byRedis) && since.length > 0 && now() - since[0].at > 500) {
+          backAt = since[0].at;
+          break;
+        }
+      }
+      running = false;
+      await load;
+      await Promise.all([...inFlight]);
+
+      const afterKill = samples.filter((s) => s.at > killedAt);
+      const victimFallbacks = afterKill.filter((s) => s.master === victim && !s.byRedis).length;
+      const healthy = afterKill.filter((s) => s.master !== victim);
+      const healthyFallbacks = healthy.filter((s) => !s.byRedis).length;
+      console.log(
+        `${kind.name}: SIGKILL of 1 of 3 masters; its keys decided by Redis again ${Math.round(backAt - killedAt)} ms after the kill ` +
+          `(${victimFallbacks} fallbacks meanwhile); other masters' keys: ${healthyFallbacks} fallbacks of ${healthy.length} ` +
+          `decisions (${perShard ? 'a circuit per master' : 'one circuit for the cluster'})`,
+      );
+      expect(failures).toEqual([]);
+      expect(victimFallbacks).toBeGreaterThan(0);
+      expect(backAt).toBeLessThan(Infinity);
+      expect(healthy.length).toBeGreaterThan(100);
+      expect(perShard).toBe(kind.name !== 'GLIDE');
+      if (perShard) expect(healthyFallbacks).toBe(0);
+    } finally {
+      await bare.close();
+      await store.close();
+      await kind.close(client);
+      probe.disconnect();
+      await cluster.stop();
+    }
+  }, 60_000);
+});

@@ -1,0 +1,262 @@
+/**
+ * The rules a decision script must meet to run on Valkey and Dragonfly as well as on Redis, checked over the
+ * scripts as they are now (every `.lua` file of lib/algorithms and the scripts the store composes from them):
+ *  1. No construct of one Lua version only: Redis and Valkey run Lua 5.1, Dragonfly Lua 5.4. (Neither server
+ *     can be installed here: Debian 12 packages neither.)
+ *  2. Under a stock Lua 5.4 (`lua5.4`, test/support/lua54-harness.lua with a stub `redis` table), the scripts
+ *     compile and give, call for call, the replies the real redis-server (Lua 5.1) gave for the same keys,
+ *     arguments and time, over representative decisions of every mode and algorithm (single, multi-policy
+ *     and batched calls; consume, peek, refund, lockout, penalty; lockouts, concurrency leases, calendar
+ *     windows, escalating lockouts); and
+ *  3. every key a command touches is one of the call's KEYS (Dragonfly refuses undeclared keys), every
+ *     number passed to `redis.call` or returned is an integer (Lua 5.4 keeps floats apart: Dragonfly sends a
+ *     float argument as %.17g and replies a float as a double, where Lua 5.1 Redis truncates), and no global
+ *     is read or created.
+ * NOSCRIPT recovery and script-cache eviction are covered per client in clients.redis.spec.ts.
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { MemoryStore } from '../../lib/stores/memory.store';
+import { appendCall, luaScript, type LuaScript } from '../../lib/stores/redis-codec';
+import { composeDecideScript } from '../../lib/stores/redis-scripts';
+import type { RateLimitCall } from '../../lib/stores/store.interface';
+import { compilePolicy, type CompiledPolicy } from '../../lib/utils/compile-policy';
+import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { startRedis, type RedisProcess } from '../support/redis-server';
+
+const ALGORITHM_DIR = join(__dirname, '..', '..', 'lib', 'algorithms');
+const HARNESS = join(__dirname, '..', 'support', 'lua54-harness.lua');
+const PREFIX = 'rules';
+const registry = new RateLimitAlgorithmRegistry();
+const engine = new RateLimitEngine(new MemoryStore());
+
+/** One script call: which script, its keys and arguments (one JSON array per decision). */
+interface ScriptCall {
+  script: LuaScript;
+  keys: string[];
+  args: string[];
+}
+
+/** What the harness printed for one call. */
+interface HarnessResult {
+  reply: unknown;
+  error: string | null;
+  violations: string[];
+}
+
+let redis: RedisProcess;
+let admin: Redis;
+
+beforeAll(async () => {
+  const lua = spawnSync('lua5.4', ['-v'], { encoding: 'utf8' });
+  if (lua.status !== 0) throw new Error(`lua5.4 is needed for these checks (apt-get install lua5.4): ${lua.error?.message ?? lua.stderr}`);
+  redis = await startRedis();
+  admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+}, 30_000);
+
+afterAll(async () => {
+  admin?.disconnect();
+  await redis?.stop();
+});
+
+/** A script's code without its comments (`--[[ … ]]` blocks and `--` lines), strings kept. */
+function code(lua: string): string {
+  return lua.replace(/--\[(=*)\[[\s\S]*?\]\1\]/g, '').replace(/--[^\n]*/g, '');
+}
+
+/** Constructs of one Lua version only: 5.1's that 5.4 removed, and 5.2+'s that 5.1 cannot parse. */
+const VERSION_ONLY: Array<[RegExp, string]> = [
+  [/(?<![.\w])unpack\s*\(/, 'unpack (5.1 only; table.unpack is 5.2+: use one that exists on both)'],
+  [/\bsetfenv\b|\bgetfenv\b/, 'setfenv / getfenv (5.1 only)'],
+  [/\bloadstring\b/, 'loadstring (5.1 only)'],
+  [/\btable\.getn\b|\btable\.setn\b|\btable\.maxn\b/, 'table.getn / setn / maxn (5.1 only)'],
+  [/\bmath\.mod\b|\bmath\.pow\b|\bmath\.ldexp\b|\bmath\.frexp\b|\bmath\.cosh\b/, 'math.mod / pow / ldexp / frexp / cosh (gone in 5.4)'],
+  [/\bstring\.gfind\b|\bmodule\s*\(/, 'string.gfind / module (5.1 only)'],
+  [/\/\/|(?<![<>~=])[&|~](?!=)|<<|>>/, 'integer division or bitwise operator (5.3+, a syntax error in 5.1)'],
+  [/\bgoto\b|::\w+::/, 'goto / labels (5.2+)'],
+  [/\bmath\.tointeger\b|\bmath\.type\b|\butf8\./, 'math.tointeger / math.type / utf8 (5.3+)'],
+  [/\bbit32\.|\bbit\./, 'bit / bit32 libraries (not on every server)'],
+];
+
+describe('Lua version portability (static)', () => {
+  const files = readdirSync(ALGORITHM_DIR).filter((f) => f.endsWith('.lua'));
+
+  it('finds the scripts', () => {
+    expect(files).toEqual(expect.arrayContaining(['decide.lua', 'fixed-window.lua', 'gcra.lua', 'concurrency.lua']));
+  });
+
+  it('no construct of one Lua version only, in any script', () => {
+    const offences = files.flatMap((file) => {
+      const lines = code(readFileSync(join(ALGORITHM_DIR, file), 'utf8')).split('\n');
+      return lines.flatMap((line, i) =>
+        VERSION_ONLY.filter(([pattern]) => pattern.test(line.replace(/'[^']*'|"[^"]*"/g, "''"))).map(
+          ([, what]) => `${file}:${i + 1}: ${what}: ${line.trim()}`,
+        ),
+      );
+    });
+    expect(offences).toEqual([]);
+  });
+});
+
+/** Runs `calls` in order through the Lua 5.4 harness (one keyspace for all); cjson gives whole numbers as integers or floats. */
+function runUnderLua54(calls: readonly (ScriptCall & { nowMs: number })[], cjsonIntegers: boolean): HarnessResult[] {
+  const scripts = [...new Set(calls.map((c) => c.script.lua))];
+  const input = {
+    cjsonIntegers,
+    scripts,
+    calls: calls.map((c) => ({ script: scripts.indexOf(c.script.lua) + 1, keys: c.keys, argv: c.args, nowMs: c.nowMs })),
+  };
+  const run = spawnSync('lua5.4', [HARNESS], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (run.status !== 0) throw new Error(`lua5.4 harness failed (${run.status}): ${run.stderr}\n${run.stdout.slice(0, 2000)}`);
+  return run.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as HarnessResult);
+}
+
+/** A deterministic pseudo-random sequence (xorshift), so every run checks the same decisions. */
+function random(seed: number): () => number {
+  let x = seed;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Every algorithm, with windows short enough to roll over during a trace, lockouts, bursts and a calendar window. */
+const POLICIES: RateLimitPolicy[] = [
+  { algorithm: 'fixed-window', limit: 3, window: 120, name: 'fw' },
+  { algorithm: 'fixed-window', limit: 2, window: { calendar: 'day', timeZone: 'Europe/Paris' }, name: 'fwcal' },
+  { algorithm: 'sliding-window', limit: 4, window: 150, name: 'sw', blockFor: 60 },
+  { algorithm: 'sliding-log', limit: 3, window: 100, name: 'sl' },
+  { algorithm: 'token-bucket', limit: 2, window: 100, burst: 4, name: 'tb' },
+  { algorithm: 'gcra', limit: 3, window: 90, burst: 2, name: 'gc', blockFor: 50, escalate: { max: 400, forgiveAfter: 1_000 } },
+  { algorithm: 'leaky-bucket', limit: 2, window: 80, burst: 3, name: 'lb' },
+  { algorithm: 'concurrency', limit: 2, window: 200, name: 'cc' },
+];
+
+const compiled: CompiledPolicy[] = POLICIES.map((p) => compilePolicy(p, registry, 'script-rules', 'svc'));
+const lean = new Map(registry.all().map((a) => [a.name, luaScript(composeDecideScript([a]))]));
+const all = luaScript(composeDecideScript(registry.all()));
+
+/** One decision's calls for `policies` (indexes into POLICIES) of `tracker`; concurrency leases get `token`. */
+function callsOf(policies: readonly number[], tracker: string, cost: number, token: string): RateLimitCall[] {
+  return engine.calls(
+    trackerKeyPrefix(PREFIX, tracker),
+    policies.map((i) => ({ compiled: compiled[i], params: compiled[i].staticParams!, cost, token })),
+  );
+}
+
+/** A step of a trace: one script call of one or several decisions (a batch, as the store sends a tick's decisions). */
+function step(next: () => number, t: number): ScriptCall {
+  const pick = <T>(list: readonly T[]) => list[Math.floor(next() * list.length)];
+  const decisions = next() < 0.2 ? 3 : 1;
+  const keys: string[] = [];
+  const args: string[] = [];
+  let single: RateLimitCall[] | undefined;
+  for (let d = 0; d < decisions; d++) {
+    const count = next() < 0.25 ? 2 + Math.floor(next() * 3) : 1;
+    const chosen = [...new Set(Array.from({ length: count }, () => Math.floor(next() * POLICIES.length)))];
+    const tracker = `${pick(['alice', 'bob', 'carol'])}-${d}`;
+    const cost = pick([0, 1, 1, 1, 2, 3, 6]);
+    const calls = callsOf(chosen, tracker, cost, `lease-${Math.floor(next() * 3)}`);
+    const mode = pick(['c', 'c', 'c', 'p', 'r', 'b', 'x']);
+    appendCall(keys, args, mode === 'b' ? calls.map((c) => ({ ...c, blockForMs: 40 + (t % 3) * 10 })) : calls, mode);
+    single = calls;
+  }
+  const script = decisions === 1 && single!.length === 1 ? lean.get(single![0].algorithm.name)! : all;
+  return { script, keys, args };
+}
+
+describe('the Lua 5.4 harness catches what it checks', () => {
+  it('an undeclared key, a float argument and reply, a global, and 5.1-only unpack', () => {
+    const broken = luaScript(
+      "redis.call('SET', KEYS[1], 7 / 2) redis.call('GET', 'elsewhere') counter = 1 return { 5 / 2, unpack({ 1 }) }",
+    );
+    const [result] = runUnderLua54([{ script: broken, keys: ['declared'], args: [], nowMs: 1_000 }], true);
+    expect(result.violations).toEqual([
+      'float argument 3.5 to SET (Lua 5.4 keeps it a float: Dragonfly sends it as %.17g, so 3.0 and 3 differ in type)',
+      'undeclared key "elsewhere" in GET',
+    ]);
+    expect(result.error).toBe("user_script:1: Script attempted to create global variable 'counter'");
+    const [unpacked] = runUnderLua54([{ script: luaScript('return { 5 / 2, unpack({ 1 }) }'), keys: [], args: [], nowMs: 1_000 }], true);
+    expect(unpacked.error).toBe("user_script:1: Script attempted to access nonexistent global variable 'unpack'");
+    const [floats] = runUnderLua54([{ script: luaScript('return { 5 / 2, 4 / 2 }'), keys: [], args: [], nowMs: 1_000 }], true);
+    expect(floats).toEqual({
+      reply: [2, 2],
+      error: null,
+      violations: [
+        'float reply 2.5 (Lua 5.1 Redis truncates it to an integer; Dragonfly replies a double)',
+        'float reply 2 (Lua 5.1 Redis truncates it to an integer; Dragonfly replies a double)',
+      ],
+    });
+  });
+});
+
+describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', () => {
+  /** Runs a trace of `steps` random steps on the real redis-server, sleeping 0-25 ms between steps. */
+  async function onRedis(seed: number, steps: number): Promise<Array<ScriptCall & { nowMs: number; reply: unknown }>> {
+    const next = random(seed);
+    const done: Array<ScriptCall & { nowMs: number; reply: unknown }> = [];
+    for (let t = 0; t < steps; t++) {
+      const call = step(next, t);
+      const reply = (await admin.eval(call.script.lua, call.keys.length, ...call.keys, ...call.args)) as unknown[];
+      done.push({ ...call, nowMs: reply[0] as number, reply });
+      const gap = next();
+      if (gap < 0.7) await sleep(Math.floor(gap * 35));
+    }
+    return done;
+  }
+
+  let trace: Array<ScriptCall & { nowMs: number; reply: unknown }>;
+
+  beforeAll(async () => {
+    trace = [];
+    for (const seed of [7, 1_009, 65_537]) trace.push(...(await onRedis(seed, 120)));
+  }, 60_000);
+
+  it('the trace covers every algorithm, every mode, batches and multi-policy decisions', () => {
+    const decisions = trace.flatMap((c) => c.args.map((a) => JSON.parse(a) as unknown[]));
+    expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set(['c', 'p', 'r', 'b', 'x']));
+    const ids = new Set(decisions.flatMap((d) => d.filter((_, i) => i % 7 === 1)));
+    expect(ids).toEqual(new Set(registry.all().map((a) => a.id)));
+    expect(trace.some((c) => c.args.length === 3)).toBe(true);
+    expect(decisions.some((d) => d.length > 8)).toBe(true);
+    // Rejections, lockouts and cost > capacity happened (status 1, 2 and 3 in some reply).
+    const statuses = new Set(trace.flatMap((c) => (c.reply as unknown[]).filter((_, i) => i > 0 && (i - 1) % 6 === 0)));
+    expect([...statuses].filter((s) => s === 1 || s === 2 || s === 3).sort()).toEqual([1, 2, 3]);
+  });
+
+  it('cjson giving whole numbers as integers (Dragonfly): the same replies as redis-server, no undeclared key, no float, no global', () => {
+    const results = runUnderLua54(trace, true);
+    expect(results.map((r) => r.error).filter((e) => e !== null)).toEqual([]);
+    expect([...new Set(results.flatMap((r) => r.violations))]).toEqual([]);
+    const mismatches = trace.flatMap((call, i) =>
+      JSON.stringify(results[i].reply) === JSON.stringify(call.reply)
+        ? []
+        : [{ call: i, args: call.args, redis: call.reply, lua54: results[i].reply }],
+    );
+    expect(mismatches).toEqual([]);
+  });
+
+  it('cjson giving every number as a float (lua-cjson as Redis ships it, built for 5.4): the same replies; floats appear, all whole', () => {
+    const results = runUnderLua54(trace, false);
+    expect(results.map((r) => r.error).filter((e) => e !== null)).toEqual([]);
+    const violations = [...new Set(results.flatMap((r) => r.violations))];
+    // Numbers derived from the arguments are floats then, but whole: %.17g prints them as Redis prints integers,
+    // and a server that truncates float replies (Lua 5.1 Redis, Dragonfly with lua_resp2_legacy_float) replies the same.
+    expect(violations.filter((v) => !/^float (argument|reply) -?\d+ /.test(v))).toEqual([]);
+    expect(violations.length).toBeGreaterThan(0);
+    const mismatches = trace.filter((call, i) => JSON.stringify(results[i].reply) !== JSON.stringify(call.reply));
+    expect(mismatches).toEqual([]);
+  });
+});
