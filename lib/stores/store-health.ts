@@ -1,15 +1,12 @@
-import { RedisStore } from './redis.store';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
 
 /**
- * Checks that `store` answers: its own `ping()` when it has one, Redis `PING` on a {@link RedisStore}'s
- * client (one node of a cluster), nothing for in-process stores (always up). Rejects when the store does not
- * answer; adds no deadline of its own.
+ * Checks that `store` answers: its own `ping()` when it has one (Redis `PING`), nothing for in-process
+ * stores (always up). Rejects when the store does not answer; adds no deadline of its own.
  */
 export async function pingStore(store: RateLimitStore): Promise<void> {
-  if (store.ping) return store.ping();
-  if (store instanceof RedisStore) await store.client.ping();
+  if (store.ping) await store.ping();
 }
 
 /** `store.penalize(calls)`; rejects with a RateLimitStoreError when the store cannot charge a penalty. */

@@ -117,14 +117,16 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
   }
   oneOf('errorFormat', options.errorFormat, ['json', 'problem+json']);
   if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
-    throw fail(`redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a Redis / Cluster instance.`);
+    throw fail(
+      `redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a connected client: an ioredis Redis / Cluster, a node-redis client / cluster, or a Valkey GLIDE client.`,
+    );
   }
   // ioredis reads any other string as host:port ("http://cache:6379" connects to a host named "http"), and
   // only rediss:// turns TLS on: the scheme must say which was meant.
   if (typeof redis === 'string' && !/^rediss?:\/\//i.test(redis)) {
     throw fail(
       `redis: ${describeValue(hidePassword(redis))} must be a URL starting with redis:// (or rediss:// for TLS), for example ` +
-        `redis://localhost:6379; ioredis options (such as { path } for a Unix socket) or a Redis / Cluster instance work too.`,
+        `redis://localhost:6379; ioredis options (such as { path } for a Unix socket) or a client instance (ioredis, node-redis, Valkey GLIDE) work too.`,
     );
   }
 

@@ -217,7 +217,7 @@ describe('a Redis that cannot be reached is named with the cause, and startup do
 describe('a redis string that is not a redis:// or rediss:// URL fails at bootstrap', () => {
   const allowed =
     'must be a URL starting with redis:// (or rediss:// for TLS), for example redis://localhost:6379; ioredis options (such as { path } ' +
-    'for a Unix socket) or a Redis / Cluster instance work too.';
+    'for a Unix socket) or a client instance (ioredis, node-redis, Valkey GLIDE) work too.';
 
   it.each([
     ['"http://localhost:6379"', 'http://localhost:6379'],
