@@ -8,6 +8,7 @@ import { AccountsController } from './accounts.controller';
 import { AiController } from './ai.controller';
 import { AlgorithmsController } from './algorithms.controller';
 import { ApiController } from './api.controller';
+import { CatalogController } from './catalog.controller';
 import { ChatGateway } from './chat.gateway';
 import { MetricsController } from './metrics.controller';
 import { ModerationController } from './moderation.controller';
@@ -45,6 +46,7 @@ import { ReportsController } from './reports.controller';
     ReportsController,
     AiController,
     ModerationController,
+    CatalogController,
   ],
   providers: [QuotesResolver, ChatGateway],
 })
