@@ -67,7 +67,12 @@ describe('npm run build', () => {
         const Module = require('node:module');
         const requested = new Set();
         const load = Module._load;
-        Module._load = function (request, ...rest) { requested.add(request); return load.call(this, request, ...rest); };
+        // Only what our own files require: a peer may load others itself (prom-client 15 loads @opentelemetry/api).
+        const ours = ${JSON.stringify(join(ROOT, 'dist'))};
+        Module._load = function (request, parent, ...rest) {
+          if (parent && parent.filename && parent.filename.startsWith(ours)) requested.add(request);
+          return load.call(this, request, parent, ...rest);
+        };
         const exported = Object.keys(require(${JSON.stringify(entry)})).sort();
         const peers = ['prom-client', '@nestjs/terminus', '@nestjs/event-emitter', '@opentelemetry/api', 'redis', '@redis/client', '@valkey/valkey-glide', 'jest', '@jest/globals'].filter((p) => requested.has(p));
         console.log(JSON.stringify({ exported, peers }));
