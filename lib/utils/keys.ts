@@ -35,6 +35,12 @@ function hex(c: string): string {
   return `%${c.charCodeAt(0).toString(16).toUpperCase()}`;
 }
 
+/**
+ * What follows a tracker's key prefix in its deny-list key, `<prefix>:{<tracker>}:deny`. No policy key can be
+ * it: theirs are `<scope>:<name>:<tag>`, with two colons.
+ */
+export const DENY_KEY_SUFFIX = 'deny';
+
 /** The part of every key of one tracker up to and including its hash tag: `<prefix>:{<tracker>}:`. */
 export function trackerKeyPrefix(prefix: string, tracker: string): string {
   return `${prefix}:{${encodeTracker(tracker)}}:`;

@@ -4,6 +4,13 @@
  * deriving their value again costs little next to receiving them.
  */
 const MAX_KEY_LENGTH = 256;
+/** Lookups between two readings of the hit rate. */
+const WINDOW = 1_024;
+/** Below this share of hits, lookups cost more than they save: only one call in {@link PROBE_EVERY} looks. */
+const PROBE_BELOW = WINDOW / 10;
+const PROBE_EVERY = 8;
+/** Bits of the filter that admits a key on its second miss (8 KB, made the first time the memo is full). */
+const SEEN_BITS = 1 << 16;
 
 /** Options of a {@link StringMemo}. */
 export interface StringMemoOptions {
@@ -20,18 +27,43 @@ export interface StringMemoOptions {
 /**
  * A bounded memo of values derived from strings, for the request path: the same client recurs on every one
  * of its requests, and a string that is reused keeps its hash, where a key built anew per request is
- * encoded, concatenated and hashed again by every map it meets. Emptied whole when full: O(1), no order
- * to keep; a flood of distinct strings only costs what building them did before.
+ * encoded, concatenated and hashed again by every map it meets.
+ *
+ * Remembering only pays when keys come back. Every key is taken until the memo is first full; from then
+ * on a missed key is taken only on its second miss in a while (a filter of bits, nothing retained), and
+ * when one is taken into a full memo, the memo is emptied first (O(1), no order to keep). So a working set
+ * that fits stays, hot keys come back in after a flood, and one-off keys (a million clients seen once per
+ * window, a scan) are never held: holding them cost more than building them (they outlive young-generation
+ * collections, then must be marked and swept). While fewer than a tenth of lookups hit, only one call in
+ * eight looks the key up (the others build the value as if there were no memo); the lookups that remain
+ * notice when keys come back.
  *
  * Bounded in bytes, whatever clients send: at most `maxSize` keys of at most `maxKeyLength` characters,
  * each held as its own copy (a key sliced out of a larger string, such as one X-Forwarded-For entry, would
- * otherwise keep all of that string alive), and values made from that copy. A longer key is not
- * remembered: its value is made again on every call.
+ * otherwise keep all of that string alive), and values made from that copy, plus the 8 KB filter. A longer
+ * key is not remembered: its value is made again on every call. Up to four keys are held in fields, so a
+ * memo per tracker (the engine's) costs no hash table.
  */
 export class StringMemo<V> {
-  private readonly values = new Map<string, V>();
   private readonly maxKeyLength: number;
   private readonly ownKeys: boolean;
+  /** The keys past the first four; until then, the fields below. */
+  private map: Map<string, V> | undefined;
+  private k0: string | undefined;
+  private v0: V | undefined;
+  private k1: string | undefined;
+  private v1: V | undefined;
+  private k2: string | undefined;
+  private v2: V | undefined;
+  private k3: string | undefined;
+  private v3: V | undefined;
+  /** Made the first time the memo is full: from then on a key is taken on its second miss. */
+  private seen: SeenFilter | undefined;
+  private lookups = 0;
+  private hits = 0;
+  /** 1, or {@link PROBE_EVERY} while the hit rate is low; and the calls until the next lookup. */
+  private lookEvery = 1;
+  private untilLook = 1;
 
   constructor(
     private readonly make: (key: string) => V,
@@ -44,14 +76,108 @@ export class StringMemo<V> {
 
   get(key: string): V {
     if (key.length > this.maxKeyLength) return this.make(key);
-    let value = this.values.get(key);
-    if (value === undefined) {
-      if (this.values.size >= this.maxSize) this.values.clear();
-      const own = this.ownKeys ? key : ownCopy(key);
-      value = this.make(own);
-      this.values.set(own, value);
+    const map = this.map;
+    if (map === undefined) return this.getInline(key);
+    if (--this.untilLook !== 0) return this.make(this.own(key));
+    this.untilLook = this.lookEvery;
+    if (++this.lookups === WINDOW) this.judge();
+    const value = map.get(key);
+    if (value !== undefined) {
+      this.hits++;
+      return value;
     }
-    return value;
+    const own = this.own(key);
+    const made = this.make(own);
+    if (this.seen === undefined && map.size < this.maxSize) {
+      map.set(own, made);
+    } else if ((this.seen ??= new SeenFilter(this.maxSize)).again(key)) {
+      if (map.size >= this.maxSize) map.clear();
+      map.set(own, made);
+    }
+    return made;
+  }
+
+  /** The key as held: a copy of a client's string, the library's own as it is. */
+  private own(key: string): string {
+    return this.ownKeys ? key : ownCopy(key);
+  }
+
+  /** Reads the hit rate of the last {@link WINDOW} lookups: below a tenth, most calls stop looking. */
+  private judge(): void {
+    this.lookEvery = this.hits < PROBE_BELOW ? PROBE_EVERY : 1;
+    this.untilLook = 1;
+    this.lookups = this.hits = 0;
+  }
+
+  /** Up to four keys in fields, compared in turn; the fifth moves them into a Map (when `maxSize` allows). */
+  private getInline(key: string): V {
+    if (this.k0 === key) return this.v0!;
+    if (this.k1 === key) return this.v1!;
+    if (this.k2 === key) return this.v2!;
+    if (this.k3 === key) return this.v3!;
+    const own = this.own(key);
+    const made = this.make(own);
+    const held = this.k0 === undefined ? 0 : this.k1 === undefined ? 1 : this.k2 === undefined ? 2 : this.k3 === undefined ? 3 : 4;
+    if (held >= this.maxSize) {
+      // A memo of at most four keys starts over when full, like a large one.
+      this.k0 = this.k1 = this.k2 = this.k3 = undefined;
+      this.v0 = this.v1 = this.v2 = this.v3 = undefined;
+      this.k0 = own;
+      this.v0 = made;
+    } else if (held === 0) {
+      this.k0 = own;
+      this.v0 = made;
+    } else if (held === 1) {
+      this.k1 = own;
+      this.v1 = made;
+    } else if (held === 2) {
+      this.k2 = own;
+      this.v2 = made;
+    } else if (held === 3) {
+      this.k3 = own;
+      this.v3 = made;
+    } else {
+      const map = new Map<string, V>();
+      map.set(this.k0!, this.v0!).set(this.k1!, this.v1!).set(this.k2!, this.v2!).set(this.k3!, this.v3!).set(own, made);
+      this.map = map;
+      this.k0 = this.k1 = this.k2 = this.k3 = undefined;
+      this.v0 = this.v1 = this.v2 = this.v3 = undefined;
+    }
+    return made;
+  }
+}
+
+/**
+ * Which keys missed recently, as bits of a hash (a Bloom filter with one hash): `again(key)` is true when
+ * `key`'s bit was set since the last reset, and sets it. Reset every quarter of the memo's size in checks
+ * (at least 8), so at most 1 in ~26 keys seen once passes as seen twice; a real repeat passes when it
+ * recurs within that many misses.
+ */
+class SeenFilter {
+  private readonly bits = new Int32Array(SEEN_BITS >> 5);
+  private readonly checksPerReset: number;
+  private untilReset: number;
+
+  constructor(memoSize: number) {
+    this.checksPerReset = Math.max(8, Math.floor(memoSize / 4));
+    this.untilReset = this.checksPerReset;
+  }
+
+  again(key: string): boolean {
+    // FNV-1a over the UTF-16 code units.
+    let hash = 0x811c9dc5;
+    for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
+    const bit = hash & (SEEN_BITS - 1);
+    const mask = 1 << (bit & 31);
+    const word = bit >>> 5;
+    const seen = (this.bits[word] & mask) !== 0;
+    if (--this.untilReset === 0) {
+      this.bits.fill(0);
+      this.untilReset = this.checksPerReset;
+    } else {
+      this.bits[word] |= mask;
+    }
+    return seen;
   }
 }
 

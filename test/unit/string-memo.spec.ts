@@ -1,7 +1,9 @@
 /**
  * StringMemo, the bounded memo behind the request path's tracker and key caches: bounded by count and by key
  * length, so what it holds is bounded in bytes whatever clients send (heap measured in
- * test/integration/hostile-trackers.spec.ts).
+ * test/integration/hostile-trackers.spec.ts). Once full, it takes a key only on its second miss in a while,
+ * so one-off keys never push out the ones that come back, and it stops looking keys up while nearly none
+ * are found.
  */
 import { StringMemo } from '../../lib/utils/string-memo';
 
@@ -68,5 +70,72 @@ describe('StringMemo', () => {
     for (const key of ['a', 'b', 'a', 'c', 'a']) memo.get(key);
     // a b fill it; a is remembered; c empties it first; a is made again.
     expect(made).toEqual(['a', 'b', 'c', 'a']);
+  });
+
+  it('makes each key of a working set that fits once, however it is visited, past four keys held in fields', () => {
+    const { memo, made } = recording(100);
+    const keys = Array.from({ length: 100 }, (_, i) => `k${i}`);
+    for (let round = 0; round < 50; round++) {
+      for (let i = 0; i < keys.length; i++)
+        expect(memo.get(keys[(i * (round + 1) * 7) % keys.length])).toBe(`v${keys[(i * (round + 1) * 7) % keys.length].length}`);
+    }
+    expect(made).toHaveLength(100);
+    expect(new Set(made).size).toBe(100);
+  });
+
+  it('keeps what it holds when a larger set cycles through it: the keys that did not fit are made on every visit instead', () => {
+    // The old memo emptied itself whenever it was full, so a cycle one and a half times its size made every key on every visit.
+    const { memo, made } = recording(100);
+    const keys = Array.from({ length: 150 }, (_, i) => `cycle-${i}`);
+    const cycles = 20;
+    for (let round = 0; round < cycles; round++) for (const key of keys) memo.get(key);
+    const counts = new Map<string, number>();
+    for (const key of made) counts.set(key, (counts.get(key) ?? 0) + 1);
+    expect(keys.slice(0, 100).map((key) => counts.get(key))).toEqual(Array(100).fill(1));
+    expect(keys.slice(100).map((key) => counts.get(key))).toEqual(Array(50).fill(cycles));
+  });
+
+  it('does not let a flood of keys seen once push out keys that come back', () => {
+    const { memo, made } = recording(100);
+    const hot = Array.from({ length: 100 }, (_, i) => `hot-${i}`);
+    for (const key of hot) memo.get(key);
+    for (let i = 0; i < 20_000; i++) {
+      memo.get(hot[i % hot.length]);
+      memo.get(`once-${i}`);
+    }
+    const hotMade = made.filter((key) => key.startsWith('hot-'));
+    const onceMade = made.filter((key) => key.startsWith('once-'));
+    expect(onceMade).toHaveLength(20_000);
+    // Each hot key made when it first came, and again at most twice after a rare false "seen before" (a
+    // hash collision in the filter) let a one-off key in and emptied the full memo.
+    expect(new Set(hotMade).size).toBe(100);
+    expect(hotMade.length).toBeLessThanOrEqual(300);
+  });
+
+  it('takes a key that comes back into a full memo on its second miss, emptying the memo first', () => {
+    const { memo, made } = recording(10);
+    for (let i = 0; i < 10; i++) memo.get(`first-${i}`);
+    for (let visit = 0; visit < 5; visit++) memo.get('late');
+    // Missed twice (not taken, then taken into the emptied memo), then found.
+    expect(made.filter((key) => key === 'late')).toHaveLength(2);
+    memo.get('first-0');
+    expect(made.filter((key) => key === 'first-0')).toHaveLength(2);
+  });
+
+  it('stops looking most keys up while nearly none are found, and looks every key up again once they are', () => {
+    const { memo, made } = recording(10_000);
+    const held = Array.from({ length: 10 }, (_, i) => `held-${i}`);
+    for (const key of held) memo.get(key);
+    // Two windows of 1,024 lookups without a hit: the second one looks up one call in eight.
+    for (let i = 0; i < 1_024 + 8 * 1_024; i++) memo.get(`scan-${i}`);
+    const before = made.length;
+    for (let i = 0; i < 8; i++) expect(memo.get('held-0')).toBe('v6');
+    // Held, yet made again by the calls that did not look (one or two of the eight looked).
+    expect(made.length - before).toBeGreaterThanOrEqual(6);
+    // A window of lookups that all hit: from then on every call looks, and finds.
+    for (let i = 0; i < 8 * 1_024; i++) memo.get(held[i % held.length]);
+    const settled = made.length;
+    for (let i = 0; i < 10_000; i++) memo.get(held[i % held.length]);
+    expect(made.length).toBe(settled);
   });
 });
