@@ -1,8 +1,7 @@
 import { Command, type Cluster, type Redis, type RedisOptions } from 'ioredis';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import type { LuaScript } from '../redis-codec';
-import { isDefiniteConnectionError } from '../store-description';
-import { isNoScript, type RedisScriptTransport, type ScriptRunner } from './redis-transport';
+import { isNoScript, untilReady, type RedisScriptTransport, type ScriptRunner } from './redis-transport';
 
 /** A defined command; ioredis flattens array arguments (no spreading of long lists per call). */
 type ScriptCommand = (...keysAndArgs: Array<string | number | Array<string | number>>) => Promise<unknown>;
@@ -66,26 +65,7 @@ export class IoredisTransport implements RedisScriptTransport {
    */
   async ready(timeoutMs: number): Promise<boolean> {
     if (this.client.status === 'ready') return true;
-    return new Promise<boolean>((resolve) => {
-      const done = (connected: boolean) => {
-        clearTimeout(timer);
-        this.client.off('ready', onReady);
-        this.client.off('error', onError);
-        resolve(connected);
-      };
-      const onReady = () => {
-        this.noteConnection(undefined);
-        done(true);
-      };
-      // Also for a client passed in, which has no listener of ours otherwise: the startup warning names the cause.
-      const onError = (error: Error) => {
-        this.noteConnection(error);
-        if (isDefiniteConnectionError(error)) done(false);
-      };
-      const timer = setTimeout(() => done(false), timeoutMs);
-      this.client.on('ready', onReady);
-      this.client.on('error', onError);
-    });
+    return untilReady(this.client, timeoutMs, (error) => this.noteConnection(error));
   }
 
   noteConnection(error: Error | undefined): void {

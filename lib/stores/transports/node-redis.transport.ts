@@ -2,9 +2,8 @@ import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { hashSlot } from '../cluster-slot';
 import type { LuaScript } from '../redis-codec';
-import { isDefiniteConnectionError } from '../store-description';
 import { isNodeRedisCluster, type NodeRedisClientLike, type NodeRedisClusterLike } from './client-types';
-import { isNoScript, type RedisScriptTransport, type ScriptRunner } from './redis-transport';
+import { isNoScript, untilReady, type RedisScriptTransport, type ScriptRunner } from './redis-transport';
 
 /** What the transport reads of a node-redis cluster to follow a failover (see {@link NodeRedisTransport}). */
 interface NodeRedisClusterState {
@@ -85,26 +84,7 @@ export class NodeRedisTransport implements RedisScriptTransport {
       this.noteConnection(new RateLimitStoreError('the node-redis client is not open: call connect() before passing it in'));
       return false;
     }
-    return new Promise<boolean>((resolve) => {
-      const done = (connected: boolean) => {
-        clearTimeout(timer);
-        this.client.off('ready', onReady);
-        this.client.off('error', onError);
-        resolve(connected);
-      };
-      const onReady = () => {
-        this.noteConnection(undefined);
-        done(true);
-      };
-      const onError = (error: unknown) => {
-        if (!(error instanceof Error)) return;
-        this.noteConnection(error);
-        if (isDefiniteConnectionError(error)) done(false);
-      };
-      const timer = setTimeout(() => done(false), timeoutMs);
-      this.client.on('ready', onReady);
-      this.client.on('error', onError);
-    });
+    return untilReady(this.client, timeoutMs, (error) => this.noteConnection(error));
   }
 
   noteConnection(error: Error | undefined): void {

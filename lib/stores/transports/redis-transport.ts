@@ -1,4 +1,5 @@
 import type { LuaScript } from '../redis-codec';
+import { isDefiniteConnectionError } from '../store-description';
 
 /** Runs one script with the number of keys it was prepared for; resolves to the script's reply. */
 export type ScriptRunner = (keys: string[], args: string[]) => Promise<unknown>;
@@ -46,4 +47,40 @@ export interface RedisScriptTransport {
 /** Whether a script call failed because the server does not have the script (nothing ran). */
 export function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.includes('NOSCRIPT');
+}
+
+/** A client that says when it is connected: ioredis and node-redis both emit `ready` and `error`. */
+interface ReadyEmitter {
+  on(event: 'ready' | 'error', listener: (arg?: unknown) => void): unknown;
+  off(event: 'ready' | 'error', listener: (arg?: unknown) => void): unknown;
+}
+
+/**
+ * Resolves true on the client's next `ready`, false after `timeoutMs` or at once on a connection error that
+ * waiting will not cure (refused, unknown host, bad credentials or TLS), so an app whose Redis is missing
+ * starts at once while the client keeps reconnecting. `note` hears every error (and `undefined` on ready), so
+ * the startup warning can name the cause, also for a client passed in, which has no listener of ours otherwise.
+ */
+export function untilReady(client: ReadyEmitter, timeoutMs: number, note: (error: Error | undefined) => void): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const done = (connected: boolean) => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      client.off('error', onError);
+      resolve(connected);
+    };
+    const onReady = () => {
+      note(undefined);
+      done(true);
+    };
+    const onError = (error: unknown) => {
+      // Duck-typed: a socket error may come from another realm (Node's own), where instanceof Error fails.
+      if (typeof (error as Error | undefined)?.message !== 'string') return;
+      note(error as Error);
+      if (isDefiniteConnectionError(error as Error)) done(false);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    client.on('ready', onReady);
+    client.on('error', onError);
+  });
 }
