@@ -88,7 +88,7 @@ async function launch(port: number, dir: string, extraArgs: string[], configFile
     ],
     { stdio: 'ignore' },
   );
-  for (let attempt = 0; attempt < 100; attempt++) {
+  for (let attempt = 0; attempt < 300; attempt++) {
     const probe = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     // Refused connections while the server boots are expected: the loop retries them.
     probe.on('error', () => undefined);
