@@ -4,7 +4,7 @@
  * never share a counter). Prints `READY {"allow":port,"reject":port}` when both listen.
  *
  * Env: BENCH_VARIANT (see VARIANTS), BENCH_ADAPTER (fastify | express), BENCH_REDIS_URL,
- *      BENCH_HTTP_ALGORITHM, BENCH_HTTP_PEER_AUTOPIPELINE=1 (give the peer's Redis client auto-pipelining too).
+ *      BENCH_HTTP_ALGORITHM, BENCH_HTTP_PEER_AUTOPIPELINE=1 (give the throttler's Redis client auto-pipelining too).
  */
 import 'reflect-metadata';
 import {
@@ -23,15 +23,55 @@ import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import fastifyRateLimit from '@fastify/rate-limit';
+import { rateLimit as expressRateLimit } from 'express-rate-limit';
+import { RedisStore as ExpressRedisStore, type RedisReply } from 'rate-limit-redis';
+import { createClient } from 'redis';
+import { Redis } from 'ioredis';
 import * as lib from '../lib';
 import { httpRejection } from '../lib/contexts/http.context';
 import { HttpExchange, type HttpRequestLike, type HttpResponseLike } from '../lib/http/http-exchange';
 import { rejectSoon } from '../lib/rate-limit.guard';
 import type { RateLimitAlgorithmName } from '../lib';
 
-export const VARIANTS = ['bare', 'noop-guard', 'answer-only', 'ours-memory', 'ours-redis', 'throttler-memory', 'throttler-redis'] as const;
+export const VARIANTS = [
+  'bare',
+  'noop-guard',
+  'answer-only',
+  'ours-memory',
+  'ours-redis',
+  'throttler-memory',
+  'throttler-redis',
+  'fastify-rl-memory',
+  'fastify-rl-redis',
+  'fastify-rl-redis-pipelined',
+  'express-rl-memory',
+  'express-rl-redis',
+] as const;
 export type HttpVariant = (typeof VARIANTS)[number];
 export type LimitMode = 'allow' | 'reject';
+
+/**
+ * The framework's own limiters, each on its framework only, set up as its README shows: @fastify/rate-limit
+ * (its in-memory store; Redis through an ioredis client as its example.js creates it, and auto-pipelined as
+ * its example-auto-pipeline.mjs does) and express-rate-limit (its memory store; rate-limit-redis over a
+ * node-redis client).
+ */
+const NATIVE: Partial<Record<HttpVariant, 'fastify' | 'express'>> = {
+  'fastify-rl-memory': 'fastify',
+  'fastify-rl-redis': 'fastify',
+  'fastify-rl-redis-pipelined': 'fastify',
+  'express-rl-memory': 'express',
+  'express-rl-redis': 'express',
+};
+
+/** Whether a variant runs on an adapter: the framework-native limiters only on their own framework. */
+export function runsOn(variant: HttpVariant, adapter: string): boolean {
+  const only = NATIVE[variant];
+  return only === undefined || only === adapter;
+}
 
 /** Allow-all: never reached during a run. Reject-all: one request, then 429s. */
 const LIMIT: Record<LimitMode, number> = { allow: 1_000_000_000, reject: 1 };
@@ -93,6 +133,11 @@ function rateLimitImports(variant: HttpVariant, mode: LimitMode, redisUrl: strin
     case 'bare':
     case 'noop-guard':
     case 'answer-only':
+    case 'fastify-rl-memory':
+    case 'fastify-rl-redis':
+    case 'fastify-rl-redis-pipelined':
+    case 'express-rl-memory':
+    case 'express-rl-redis':
       return [];
     case 'ours-memory':
     case 'ours-redis':
@@ -139,11 +184,61 @@ async function listen(
   const module = appModule(variant, mode, redisUrl);
   const app =
     adapter === 'fastify'
-      ? await NestFactory.create(module, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(module, { logger: false });
+      ? await NestFactory.create<NestFastifyApplication>(module, new FastifyAdapter(), { logger: false })
+      : await NestFactory.create<NestExpressApplication>(module, { logger: false });
+  await useNativeLimiter(app, variant, mode, redisUrl);
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   return { app, port: address.port };
+}
+
+/** Registers a framework-native limiter (before `listen`, so it sees every route), as its README does. */
+async function useNativeLimiter(app: INestApplication, variant: HttpVariant, mode: LimitMode, redisUrl: string): Promise<void> {
+  const limit = LIMIT[mode];
+  switch (variant) {
+    case 'fastify-rl-memory':
+    case 'fastify-rl-redis':
+    case 'fastify-rl-redis-pipelined': {
+      const redis =
+        variant === 'fastify-rl-memory'
+          ? undefined
+          : new Redis(redisUrl, {
+              connectTimeout: 500,
+              maxRetriesPerRequest: 1,
+              ...(variant === 'fastify-rl-redis-pipelined' ? { enableAutoPipelining: true } : {}),
+            });
+      await (app as NestFastifyApplication).register(fastifyRateLimit, {
+        max: limit,
+        timeWindow: WINDOW_MS,
+        nameSpace: `fastify-rl-${mode}-`,
+        ...(redis ? { redis } : {}),
+      });
+      return;
+    }
+    case 'express-rl-memory':
+    case 'express-rl-redis': {
+      const client = variant === 'express-rl-redis' ? await createClient({ url: redisUrl }).connect() : undefined;
+      (app as NestExpressApplication).use(
+        expressRateLimit({
+          windowMs: WINDOW_MS,
+          limit,
+          standardHeaders: 'draft-8',
+          legacyHeaders: false,
+          ...(client
+            ? {
+                store: new ExpressRedisStore({
+                  prefix: `erl-${mode}:`,
+                  sendCommand: (...args: string[]) => client.sendCommand(args) as Promise<RedisReply>,
+                }),
+              }
+            : {}),
+        }),
+      );
+      return;
+    }
+    default:
+      return;
+  }
 }
 
 async function main(): Promise<void> {
@@ -151,6 +246,7 @@ async function main(): Promise<void> {
   const adapter = process.env.BENCH_ADAPTER ?? 'fastify';
   const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
   if (!VARIANTS.includes(variant)) throw new Error(`BENCH_VARIANT must be one of ${VARIANTS.join(', ')}`);
+  if (!runsOn(variant, adapter)) throw new Error(`BENCH_VARIANT=${variant} runs on ${NATIVE[variant]} only, not on ${adapter}`);
   const allow = await listen(variant, adapter, 'allow', redisUrl);
   const reject = await listen(variant, adapter, 'reject', redisUrl);
   process.stdout.write(`READY ${JSON.stringify({ allow: allow.port, reject: reject.port })}\n`);

@@ -1,49 +1,30 @@
 /**
  * HTTP overhead: a Nest endpoint on Fastify and on Express, loaded by autocannon in its own process, for
- * the bare app, a guard that does nothing, one that only answers as ours does (headers, 429) without
- * deciding, our guard on the memory store and on Redis, @nestjs/throttler in memory and with
- * @nest-lab/throttler-storage-redis; allow-all and reject-all limits. Per adapter, every variant's app runs
+ * the bare app, a guard that does nothing, one that only answers as ours does (headers, the same 429
+ * exception through Nest's exception path) without deciding, our guard on the memory store and on Redis,
+ * @nestjs/throttler in memory and with @nest-lab/throttler-storage-redis, and each framework's own limiter
+ * (@fastify/rate-limit on Fastify, express-rate-limit + rate-limit-redis on Express) in memory and on
+ * Redis; allow-all and reject-all limits. Per adapter, every variant's app runs
  * in its own process (bench/http-app.ts) for the whole part; after one warm-up each, rounds measure every
  * variant in turn (A B C A B C…) with the bare app again after every two cells, and each is compared with
  * the bare app measured just before and just after it.
  *
  *   npm run bench:http   (BENCH_HTTP_ROUNDS, BENCH_HTTP_SECONDS, BENCH_HTTP_WARMUP_SECONDS, BENCH_HTTP_CONNECTIONS,
- *                         BENCH_HTTP_ALGORITHM, BENCH_ONLY=bare,ours-redis,…, BENCH_HTTP_ADAPTERS=fastify,express)
+ *                         BENCH_HTTP_ALGORITHM, BENCH_ONLY=bare,ours-redis,…, BENCH_HTTP_ADAPTERS=fastify,express,
+ *                         BENCH_HTTP_NODE_ARGS)
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { VARIANTS, type HttpVariant, type LimitMode } from './http-app';
+import { runsOn, VARIANTS, type HttpVariant, type LimitMode } from './http-app';
 import type { LoadRequest, LoadResult } from './http-load';
 import { appEnv, appPorts, measuredModes, stopChild } from './support/app-process';
 import { benchRedis } from './support/redis';
-import { fmtRate, fmtRatios, heading, median, table } from './support/report';
+import { httpContext, HttpResults, report, type Load } from './support/http-report';
 import { httpAdapters, selected, settings } from './support/settings';
 
 const ADAPTERS = httpAdapters('fastify,express');
-const MODES: LimitMode[] = ['allow', 'reject'];
 const TS_NODE = ['-r', 'ts-node/register/transpile-only'];
-
-interface Load {
-  rps: number;
-  p50: number;
-  p99: number;
-  /** Share of responses that were not 2xx (429s when rejecting). */
-  non2xx: number;
-  errors: number;
-  /** The app process's CPU time (user + system) per response, µs: steadier than req/s on a busy box. */
-  cpuUs: number;
-  /**
-   * The system (kernel) part of {@link cpuUs}: mostly the socket writes, about the same for every variant.
-   * bench:instructions counts only the user part, which is why its "× bare" is lower than this part's.
-   */
-  kernelUs: number;
-  /**
-   * The bare app around this cell: the mean of its cells just before and just after (it runs after every
-   * {@link BARE_EVERY} cells). Ratios use it, so a variant is compared with the box as it was at the time.
-   */
-  bare?: { rps: number; cpuUs: number };
-}
 
 /** The bare app is measured again after this many cells of the other variants. */
 const BARE_EVERY = 2;
@@ -63,9 +44,15 @@ interface Cell {
   mode: LimitMode;
 }
 
+/**
+ * Node flags for the app processes only (BENCH_HTTP_NODE_ARGS, space-separated), e.g. `--cpu-prof
+ * --cpu-prof-dir=/tmp/prof` to profile each app under the bench's own load; NODE_OPTIONS refuses that flag.
+ */
+const APP_NODE_ARGS = (process.env.BENCH_HTTP_NODE_ARGS ?? '').split(' ').filter(Boolean);
+
 /** Boots one variant's app pair in a child process and resolves with its ports. */
 async function boot(variant: HttpVariant, adapter: string, redisUrl: string): Promise<App> {
-  const child = spawn(process.execPath, [...TS_NODE, join(__dirname, 'http-app.ts')], {
+  const child = spawn(process.execPath, [...APP_NODE_ARGS, ...TS_NODE, join(__dirname, 'http-app.ts')], {
     env: appEnv(variant, adapter, redisUrl),
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
@@ -101,14 +88,13 @@ async function main(): Promise<void> {
   const redis = await benchRedis();
   const admin = new Redis({ port: redis.port });
   const redisUrl = `redis://127.0.0.1:${redis.port}`;
-  const results = new Map<string, Load[]>();
-  const id = (adapter: string, variant: HttpVariant, mode: LimitMode) => `${adapter}|${variant}|${mode}`;
+  const results = new HttpResults();
   const generator = loadGenerator();
   const apps: App[] = [];
   try {
     await admin.flushall();
     for (const adapter of ADAPTERS) {
-      for (const variant of variants) apps.push(await boot(variant, adapter, redisUrl));
+      for (const variant of variants) if (runsOn(variant, adapter)) apps.push(await boot(variant, adapter, redisUrl));
       const cells = apps.flatMap((app) => measuredModes(app.variant).map((mode) => ({ app, mode })));
       for (const { app, mode } of cells) await generator.load(app.ports[mode], settings.httpWarmupSeconds);
       const measure = async ({ app, mode }: Cell): Promise<Load> => {
@@ -119,7 +105,7 @@ async function main(): Promise<void> {
         return { ...load, cpuUs: perResponse(after.cpuUs - before.cpuUs), kernelUs: perResponse(after.kernelUs - before.kernelUs) };
       };
       const record = ({ app, mode }: Cell, load: Load) => {
-        results.set(id(adapter, app.variant, mode), [...(results.get(id(adapter, app.variant, mode)) ?? []), load]);
+        results.add(adapter, app.variant, mode, load);
       };
       const bare = cells.find(({ app }) => app.variant === 'bare');
       const others = cells.filter((cell) => cell !== bare);
@@ -152,118 +138,7 @@ async function main(): Promise<void> {
     admin.disconnect();
     await redis.stop();
   }
-  report(variants, results, id);
-}
-
-function report(
-  variants: readonly HttpVariant[],
-  results: Map<string, Load[]>,
-  id: (a: string, v: HttpVariant, m: LimitMode) => string,
-): void {
-  heading('HTTP: Nest endpoint + guard, autocannon in a separate process', {
-    rounds: settings.httpRounds,
-    apps: 'one process per variant and adapter, kept for all rounds',
-    seconds: settings.httpSeconds,
-    warmup: settings.httpWarmupSeconds,
-    connections: settings.httpConnections,
-    ourAlgorithm: settings.httpAlgorithm,
-    window: '60s',
-    bare: `measured before the first cell of a round and after every ${BARE_EVERY} cells`,
-    note:
-      'req/s median of rounds; "× bare" = median of rounds of req/s ÷ the bare app\'s just before and after; latency p50 / p99 in ms; ' +
-      "app CPU = the app process's user + system CPU per response, the system (kernel) part in brackets",
-  });
-  // A cell's req/s relative to the bare app around it; two variants compare as the ratio of those, so
-  // neither is judged by the box's speed at the other's time.
-  const relative = (load: Load | undefined) => (load === undefined ? NaN : load.bare ? load.rps / load.bare.rps : load.rps);
-  const ratios = (adapter: string, variant: HttpVariant, mode: LimitMode, baseVariant: HttpVariant, baseMode: LimitMode): number[] => {
-    const own = results.get(id(adapter, variant, mode)) ?? [];
-    if (baseVariant === 'bare') return own.map((r) => (r.bare ? r.rps / r.bare.rps : NaN));
-    const base = results.get(id(adapter, baseVariant, baseMode)) ?? [];
-    return own.map((r, i) => relative(r) / relative(base[i]));
-  };
-  for (const adapter of ADAPTERS) {
-    console.log(`\n### ${adapter}\n`);
-    const rows: string[][] = [];
-    for (const mode of MODES) {
-      for (const variant of variants) {
-        if (variant === 'bare' && mode === 'reject') continue;
-        const runs = results.get(id(adapter, variant, mode)) ?? [];
-        if (runs.length === 0) continue;
-        rows.push([
-          variant === 'bare' ? 'bare (no limiter)' : `${variant}, ${mode}-all`,
-          fmtRate(median(runs.map((r) => r.rps))),
-          variant === 'bare' ? '1.00×' : fmtRatios(ratios(adapter, variant, mode, 'bare', 'allow')),
-          `${median(runs.map((r) => r.p50)).toFixed(1)} / ${median(runs.map((r) => r.p99)).toFixed(1)}`,
-          `${median(runs.map((r) => r.cpuUs)).toFixed(1)} (${median(runs.map((r) => r.kernelUs)).toFixed(1)})`,
-          `${(median(runs.map((r) => r.non2xx)) * 100).toFixed(1)}%`,
-          String(runs.reduce((n, r) => n + r.errors, 0)),
-        ]);
-      }
-    }
-    console.log(
-      table(['variant', 'req/s', '× bare (rounds)', 'latency p50 / p99 ms', 'app CPU µs/req (kernel)', 'non-2xx', 'errors'], rows),
-    );
-  }
-  console.log('\n### Targets (per-round ratios in this run)\n');
-  const targets: string[][] = [];
-  for (const adapter of ADAPTERS) {
-    for (const mode of MODES) {
-      if (variants.includes('ours-redis') && variants.includes('throttler-redis')) {
-        const r = ratios(adapter, 'ours-redis', mode, 'throttler-redis', mode);
-        targets.push([
-          `${adapter} ${mode}-all: ours-redis vs throttler-redis`,
-          adapter === 'fastify' ? '≥ 1.3×' : '—',
-          fmtRatios(r),
-          adapter === 'fastify' ? met(r, 1.3) : '',
-        ]);
-      }
-      if (variants.includes('ours-memory') && variants.includes('bare')) {
-        const r = ratios(adapter, 'ours-memory', mode, 'bare', 'allow');
-        targets.push([
-          `${adapter} ${mode}-all: ours-memory vs bare`,
-          adapter === 'fastify' ? '≥ 0.85×' : '—',
-          fmtRatios(r),
-          adapter === 'fastify' ? met(r, 0.85) : '',
-        ]);
-        // The same comparison in app CPU per request (bare µs / ours µs, so higher is better), which the
-        // box's drift moves much less than req/s.
-        const own = results.get(id(adapter, 'ours-memory', mode)) ?? [];
-        targets.push([
-          `${adapter} ${mode}-all: ours-memory vs bare, app CPU per request (bare / ours)`,
-          '—',
-          fmtRatios(own.map((r) => (r.bare?.cpuUs ?? NaN) / r.cpuUs)),
-          '',
-        ]);
-      }
-      if (variants.includes('answer-only') && variants.includes('bare') && variants.includes('ours-memory')) {
-        // Split ours-memory vs bare in two: what answering costs any limiter (the headers; the 429), and
-        // what deciding costs on top.
-        targets.push([
-          `${adapter} ${mode}-all: answer-only vs bare`,
-          '—',
-          fmtRatios(ratios(adapter, 'answer-only', mode, 'bare', 'allow')),
-          '',
-        ]);
-        targets.push([
-          `${adapter} ${mode}-all: ours-memory vs answer-only`,
-          '—',
-          fmtRatios(ratios(adapter, 'ours-memory', mode, 'answer-only', mode)),
-          '',
-        ]);
-      }
-      if (variants.includes('ours-memory') && variants.includes('throttler-memory')) {
-        const r = ratios(adapter, 'ours-memory', mode, 'throttler-memory', mode);
-        targets.push([`${adapter} ${mode}-all: ours-memory vs throttler-memory`, '—', fmtRatios(r), '']);
-      }
-    }
-  }
-  console.log(table(['comparison', 'goal', 'median (rounds)', 'met'], targets));
-}
-
-function met(ratios: number[], goal: number): string {
-  const m = median(ratios);
-  return Number.isFinite(m) ? (m >= goal ? 'yes' : 'no') : 'n/a';
+  report(variants, ADAPTERS, results, httpContext(BARE_EVERY));
 }
 
 main().catch((error) => {

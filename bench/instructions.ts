@@ -27,7 +27,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { VARIANTS, type HttpVariant, type LimitMode } from './http-app';
+import { runsOn, VARIANTS, type HttpVariant, type LimitMode } from './http-app';
 import { appEnv, appPorts, measuredModes, rejectsAll, stopChild } from './support/app-process';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, table } from './support/report';
@@ -165,11 +165,12 @@ async function main(): Promise<void> {
     });
     const redisUrl = `redis://127.0.0.1:${redis.port}`;
     for (const adapter of ADAPTERS) {
+      const here = variants.filter((variant) => runsOn(variant, adapter));
       const counts = await pooled(
-        variants.map((variant) => () => countVariant(variant, adapter, redisUrl)),
+        here.map((variant) => () => countVariant(variant, adapter, redisUrl)),
         settings.instrParallel,
       );
-      const bare = counts[variants.indexOf('bare')];
+      const bare = counts[here.indexOf('bare')];
       const cells = (count: Count, mode: LimitMode) => [
         fmtRate(count.main),
         bare ? fmtRatio(bare[mode].main / count.main) : 'n/a',
@@ -179,7 +180,7 @@ async function main(): Promise<void> {
       console.log(
         table(
           ['variant', 'allow: main thread', '× bare', 'all threads', 'reject: main thread', '× bare', 'all threads'],
-          variants.map((variant, i) => [variant, ...cells(counts[i].allow, 'allow'), ...cells(counts[i].reject, 'reject')]),
+          here.map((variant, i) => [variant, ...cells(counts[i].allow, 'allow'), ...cells(counts[i].reject, 'reject')]),
         ),
       );
     }

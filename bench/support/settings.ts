@@ -3,6 +3,8 @@
  *   BENCH_QUICK=1           shorter everything (smoke run, ~3 minutes for the whole suite)
  *   BENCH_ROUNDS            interleaved rounds per part (default 3)
  *   BENCH_DECISION_MS       duration of one decisions/s cell (default 400)
+ *   BENCH_DECISION_SCENARIOS comma-separated decisions scenarios (default all: keys, keys-1m, hot-allow,
+ *                           hot-reject, policies-2, policies-8, unbatched, cluster)
  *   BENCH_HTTP_ROUNDS       interleaved HTTP rounds (default 5); BENCH_HTTP_SECONDS per sample (default 2);
  *                           BENCH_HTTP_WARMUP_SECONDS once per app before the rounds (default 1)
  *   BENCH_HTTP_CONNECTIONS  autocannon connections (default 64)

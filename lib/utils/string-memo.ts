@@ -9,8 +9,8 @@ const WINDOW = 1_024;
 /** Below this share of hits, lookups cost more than they save: only one call in {@link PROBE_EVERY} looks. */
 const PROBE_BELOW = WINDOW / 10;
 const PROBE_EVERY = 8;
-/** Bits of the filter that admits a key on its second miss (8 KB, made the first time the memo is full). */
-const SEEN_BITS = 1 << 16;
+/** Bits of the filter that admits a key on its second miss (16 KB, made the first time the memo is full). */
+const SEEN_BITS = 1 << 17;
 
 /** Options of a {@link StringMemo}. */
 export interface StringMemoOptions {
@@ -30,24 +30,25 @@ export interface StringMemoOptions {
  * encoded, concatenated and hashed again by every map it meets.
  *
  * Remembering only pays when keys come back. Every key is taken until the memo is first full; from then
- * on a missed key is taken only on its second miss in a while (a filter of bits, nothing retained), and
- * when one is taken into a full memo, the memo is emptied first (O(1), no order to keep). So a working set
- * that fits stays, hot keys come back in after a flood, and one-off keys (a million clients seen once per
- * window, a scan) are never held: holding them cost more than building them (they outlive young-generation
- * collections, then must be marked and swept). While fewer than a tenth of lookups hit, only one call in
+ * on a missed key is taken only on its second miss within as many misses as the memo holds (a filter of
+ * bits, nothing retained), and when one is taken into a full memo, the memo is emptied first (O(1), no
+ * order to keep). So a working set that fits stays, and gets back in after a flood; keys seen once (a
+ * million clients, a scan) are not held, but for about one in twenty-six that the filter mistakes for a
+ * repeat: holding them cost more than building them (they outlive young-generation collections, then must
+ * be marked and swept); and a cycle of keys more than twice the memo's size leaves what it holds alone. While fewer than a tenth of lookups hit, only one call in
  * eight looks the key up (the others build the value as if there were no memo); the lookups that remain
  * notice when keys come back.
  *
  * Bounded in bytes, whatever clients send: at most `maxSize` keys of at most `maxKeyLength` characters,
  * each held as its own copy (a key sliced out of a larger string, such as one X-Forwarded-For entry, would
- * otherwise keep all of that string alive), and values made from that copy, plus the 8 KB filter. A longer
+ * otherwise keep all of that string alive), and values made from that copy, plus the 16 KB filter. A longer
  * key is not remembered: its value is made again on every call. Up to four keys are held in fields, so a
  * memo per tracker (the engine's) costs no hash table.
  */
 export class StringMemo<V> {
   private readonly maxKeyLength: number;
   private readonly ownKeys: boolean;
-  /** The keys past the first four; until then, the fields below. */
+  /** Every key once a fifth arrives (when `maxSize` allows more than four); until then, the fields below. */
   private map: Map<string, V> | undefined;
   private k0: string | undefined;
   private v0: V | undefined;
@@ -149,9 +150,10 @@ export class StringMemo<V> {
 
 /**
  * Which keys missed recently, as bits of a hash (a Bloom filter with one hash): `again(key)` is true when
- * `key`'s bit was set since the last reset, and sets it. Reset every quarter of the memo's size in checks
- * (at least 8), so at most 1 in ~26 keys seen once passes as seen twice; a real repeat passes when it
- * recurs within that many misses.
+ * `key`'s bit was set since the last reset, and sets it. Reset every `memoSize` checks (at least 8): a key
+ * that comes back within as many misses as the memo holds passes (so a working set the memo can hold gets
+ * in again after a flood, even one as large as the memo), and at most 1 in 13 keys seen once passes as seen
+ * twice (memo of 10,000 keys; 1 in 26 on average over a reset period).
  */
 class SeenFilter {
   private readonly bits = new Int32Array(SEEN_BITS >> 5);
@@ -159,7 +161,7 @@ class SeenFilter {
   private untilReset: number;
 
   constructor(memoSize: number) {
-    this.checksPerReset = Math.max(8, Math.floor(memoSize / 4));
+    this.checksPerReset = Math.max(8, memoSize);
     this.untilReset = this.checksPerReset;
   }
 
