@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../lib';
 import type { RateLimitAlgorithm } from '../lib';
 import { composeDecideScript } from '../lib/stores/redis-scripts';
+import { DENY_KEY_SUFFIX } from '../lib/utils/keys';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, median, table } from './support/report';
 import { settings } from './support/settings';
@@ -41,17 +42,38 @@ interface Case {
   script?: string;
 }
 
-/** KEYS and ARGV per algorithms/decide.lua: one JSON array of the mode, then id, cost, limit, window ms, burst, blockFor, token. */
+/**
+ * KEYS and ARGV per algorithms/decide.lua: the policy's state and block keys, then the tracker's deny key;
+ * one JSON array of the mode, then id, cost, limit, window ms, burst, blockFor, token.
+ */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
-  const base = `rl:{${tracker}}:svc:default:`;
+  const prefix = `rl:{${tracker}}:`;
+  const base = `${prefix}svc:default:`;
   return (sha) => [
     'EVALSHA',
     sha,
-    '2',
+    '3',
     base + algorithm.keyTag,
     `${base}b`,
+    prefix + DENY_KEY_SUFFIX,
     JSON.stringify(['c', algorithm.id, 1, limit, WINDOW_MS, limit, 0, '']),
   ];
+}
+
+/**
+ * Runs each script case once through the client and fails unless it decided: a script whose KEYS or ARGV
+ * no longer match these arguments answers every call with an error inside its reply (each decision runs
+ * under `pcall`), which redis-benchmark would time as if it were a decision.
+ */
+async function assertDecides(client: Redis, list: readonly Case[]): Promise<void> {
+  for (const c of list) {
+    if (!c.sha || c.name.startsWith('rate-limiter-flexible')) continue;
+    const [command, ...rest] = c.args(c.sha).map((arg) => arg.replace('__rand_int__', 'probe'));
+    const reply = (await client.call(command, ...rest)) as unknown[];
+    if (!Array.isArray(reply) || typeof reply[1] !== 'number') {
+      throw new Error(`ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update decideArgs to decide.lua's KEYS and ARGV.`);
+    }
+  }
 }
 
 function cases(algorithms: readonly RateLimitAlgorithm[]): Case[] {
@@ -98,6 +120,7 @@ async function main(): Promise<void> {
     const algorithms = new RateLimitAlgorithmRegistry().all();
     const list = cases(algorithms);
     for (const c of list) if (c.script) c.sha = String(await client.script('LOAD', c.script));
+    await assertDecides(client, list);
     const pipelines = [1, 16];
     const rps = new Map<string, number[]>();
     /** Redis's own CPU time per call (INFO commandstats): the script's cost, less sensitive to client noise. */
