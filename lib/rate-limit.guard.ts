@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
+import { IntervalWarning } from './utils/interval-warning';
 import { RateLimitContexts } from './contexts/create-context';
 import type { RateLimitContextAdapter, RateLimitRejection } from './contexts/rate-limit-context';
 import { HttpExchange } from './http/http-exchange';
@@ -21,8 +22,6 @@ import type { StringMemo } from './utils/string-memo';
 
 const describeModuleSkipIf = () => 'RateLimitModule options: skipIf';
 
-/** Store warnings on the request path are logged at most this often. */
-const WARN_INTERVAL_MS = 10_000;
 /** `userFunctionTimeoutMs`'s default. */
 const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;
 
@@ -44,7 +43,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly contexts: RateLimitContexts;
   private readonly deadlines: UserFunctionDeadlines;
   private readonly settlements: RouteSettlements;
-  private lastWarnAt = -Infinity;
+  private readonly storeFailure = new IntervalWarning('RateLimitGuard');
   /** Per plan, the policies its headers show when some are hidden (null: all are); see shownPolicies. */
   private readonly shown = new WeakMap<RoutePlan, number[] | null>();
   /** `ignoreUserAgents` without the `g` and `y` flags (which make `test` stateful); `undefined` when empty. */
@@ -267,10 +266,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   }
 
   private warnStore(error: unknown): void {
-    const now = Date.now();
-    if (now - this.lastWarnAt < WARN_INTERVAL_MS) return;
-    this.lastWarnAt = now;
-    this.logger.warn(`could not give back a refund or lease to the store: ${(error as Error)?.message ?? String(error)}`);
+    this.storeFailure.warn(() => `could not give back a refund or lease to the store: ${(error as Error)?.message ?? String(error)}`);
   }
 }
 

@@ -1,8 +1,5 @@
-import { Logger } from '@nestjs/common';
+import { IntervalWarning } from '../utils/interval-warning';
 import type { RateLimitHooks } from '../interfaces/module-options.interface';
-
-/** A listener failure is logged at most this often. */
-const WARN_INTERVAL_MS = 10_000;
 
 /**
  * Names under which `RateLimitEventEmitterModule` (`nestjs-redis-ratelimit/event-emitter`) re-emits the
@@ -37,9 +34,9 @@ export const RATE_LIMIT_EVENTS = {
  * }
  */
 export class RateLimitEvents {
-  private readonly logger = new Logger('RateLimitEvents');
+  /** A listener failure is logged at most once per 10 s. */
+  private readonly listenerFailure = new IntervalWarning('RateLimitEvents');
   private listeners: RateLimitHooks[] = [];
-  private lastWarnAt = -Infinity;
 
   /**
    * What the engine and the store call: publishes to the options' hooks and every subscriber.
@@ -89,9 +86,6 @@ export class RateLimitEvents {
   }
 
   private warnListener(kind: keyof RateLimitHooks, error: unknown): void {
-    const now = Date.now();
-    if (now - this.lastWarnAt < WARN_INTERVAL_MS) return;
-    this.lastWarnAt = now;
-    this.logger.warn(`a rate-limit ${kind} listener threw (ignored): ${(error as Error)?.message ?? String(error)}`);
+    this.listenerFailure.warn(() => `a rate-limit ${kind} listener threw (ignored): ${(error as Error)?.message ?? String(error)}`);
   }
 }

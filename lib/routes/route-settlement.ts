@@ -1,4 +1,5 @@
-import { Logger, type ExecutionContext } from '@nestjs/common';
+import type { ExecutionContext } from '@nestjs/common';
+import { IntervalWarning } from '../utils/interval-warning';
 import type { RateLimitContextAdapter } from '../contexts/rate-limit-context';
 import { HandlerSettlement } from '../http/handler-settlement';
 import { HttpExchange } from '../http/http-exchange';
@@ -9,9 +10,6 @@ import { describeValue } from '../utils/describe-value';
 import type { RouteOutcome } from './decide-route';
 import type { PlannedPolicy, RoutePlan } from './route-plan';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
-
-/** Failures of settle functions, and of the store while settling, are logged at most this often. */
-const WARN_INTERVAL_MS = 10_000;
 
 /** What a settle function that failed leads to, for its deadline's error and the log. */
 const ESTIMATE_KEPT = 'the estimate stays charged';
@@ -32,8 +30,7 @@ interface Settling {
  * reach the request (which is over).
  */
 export class RouteSettlements {
-  private readonly logger = new Logger('RateLimitGuard');
-  private lastWarnAt = -Infinity;
+  private readonly warning = new IntervalWarning('RateLimitGuard');
 
   constructor(
     private readonly engine: RateLimitEngine,
@@ -93,9 +90,6 @@ export class RouteSettlements {
   }
 
   private warn(line: string): void {
-    const now = Date.now();
-    if (now - this.lastWarnAt < WARN_INTERVAL_MS) return;
-    this.lastWarnAt = now;
-    this.logger.warn(line);
+    this.warning.warn(line);
   }
 }
