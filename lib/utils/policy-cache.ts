@@ -46,6 +46,9 @@ export class PolicyCache {
 
   /** The compiled form of `policy`, compiled now if neither its content nor its identity is known. */
   get(policy: RateLimitPolicy): CompiledPolicy {
+    // A reused object whose fields are still those it was compiled from: no content key to build.
+    const known = this.byIdentity.get(policy);
+    if (known !== undefined && (known.policy === policy || sameFields(policy, known.policy))) return known;
     const key = contentKey(policy);
     if (key === undefined) return this.byObject(policy);
     let compiled = this.byContent.get(key, true);
@@ -54,17 +57,31 @@ export class PolicyCache {
       if (this.byContent.size >= this.maxContentEntries) this.byContent.delete(this.byContent.oldest()!);
       this.byContent.set(key, compiled);
     }
+    this.byIdentity.set(policy, compiled);
     return compiled;
   }
 
   private byObject(policy: RateLimitPolicy): CompiledPolicy {
     let compiled = this.byIdentity.get(policy);
-    if (compiled === undefined) {
+    if (compiled === undefined || compiled.policy !== policy) {
       compiled = this.compile(policy);
       this.byIdentity.set(policy, compiled);
     }
     return compiled;
   }
+}
+
+/** Whether `policy` has exactly the own enumerable fields and values of `copy` (a content-compiled policy's frozen copy). */
+function sameFields(policy: RateLimitPolicy, copy: RateLimitPolicy): boolean {
+  const a = policy as unknown as Record<string, unknown>;
+  const b = copy as unknown as Record<string, unknown>;
+  let fields = 0;
+  for (const field in a) {
+    if (!Object.prototype.hasOwnProperty.call(a, field) || a[field] !== b[field] || Object.is(a[field], -0)) return false;
+    fields++;
+  }
+  for (const field in b) if (Object.prototype.hasOwnProperty.call(b, field)) fields--;
+  return fields === 0;
 }
 
 /**
