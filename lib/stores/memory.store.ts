@@ -35,6 +35,8 @@ const SWEEP_BATCH = 8;
 export class MemoryStore implements RateLimitStore {
   /** Decides in this process: its deny entries need no copy in front of it. */
   readonly inProcess = true;
+  /** Set by the first deny written: until then no decision reads a deny key (the usual store has none). */
+  private hasDenials = false;
   private readonly entries = new LruMap<Entry>();
   private readonly maxKeys: number;
   private readonly clock: RateLimitClock;
@@ -106,6 +108,7 @@ export class MemoryStore implements RateLimitStore {
   async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
     const now = Math.floor(this.clock());
     for (const call of calls) {
+      if (call.blockKey === call.denyKey) this.hasDenials = true;
       const next = extendedLockout(this.read(call.blockKey, now) as LockoutValue | undefined, now, ms, call.escalate, call.token);
       if (next) this.write(call.blockKey, next.value, next.ttlMs, now);
     }
@@ -127,7 +130,7 @@ export class MemoryStore implements RateLimitStore {
    */
   private denied(calls: readonly RateLimitCall[], now: number): StoreDecision | undefined {
     const denyKey = calls[0]?.denyKey;
-    if (denyKey === undefined) return undefined;
+    if (!this.hasDenials || denyKey === undefined) return undefined;
     const denial = this.read(denyKey, now, true) as LockoutValue | undefined;
     if (denial === undefined || lockoutUntil(denial) <= now) return undefined;
     return deniedDecision(calls.length, lockoutUntil(denial) - now, now, lockoutNote(denial));
