@@ -40,9 +40,40 @@ export function appendCall(keys: string[], args: string[], calls: readonly RateL
       escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
     json += `,${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor},${token === '' ? '""' : JSON.stringify(token)}`;
   }
-  // A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag.
-  keys.push(calls[0].denyKey ?? `${calls[0].blockKey}:none`);
+  keys.push(denyKeyOf(calls[0]));
   args.push(`${json}]`);
+}
+
+/** Keys of a lone decision (algorithms/decide-one.lua): state, lockout, deny. */
+export const LONE_KEY_COUNT = 3;
+
+/**
+ * Whether a decision goes to its algorithm's lone script: one policy, consumed or peeked, with a plain window
+ * and a plain lockout (a calendar window's periods and an escalating lockout are nested values decide.lua reads).
+ */
+export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
+  if (calls.length !== 1 || (mode !== 'c' && mode !== 'p')) return false;
+  const call = calls[0];
+  return call.params.periods === undefined && call.escalate === undefined;
+}
+
+/** Appends a lone decision's three keys and seven plain arguments (algorithms/decide-one.lua). */
+export function appendLoneCall(keys: string[], args: string[], call: RateLimitCall, mode: string): void {
+  keys.push(call.stateKey, call.blockKey, denyKeyOf(call));
+  args.push(
+    mode,
+    String(call.cost),
+    String(call.params.limit),
+    String(call.params.windowMs),
+    String(call.params.burst),
+    String(call.blockForMs),
+    call.token,
+  );
+}
+
+/** A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag. */
+function denyKeyOf(call: RateLimitCall): string {
+  return call.denyKey ?? `${call.blockKey}:none`;
 }
 
 /**

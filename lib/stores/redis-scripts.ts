@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 
 const DISPATCHER = readFileSync(join(__dirname, '..', 'algorithms', 'decide.lua'), 'utf8');
+const LONE = readFileSync(join(__dirname, '..', 'algorithms', 'decide-one.lua'), 'utf8');
 const BUCKET = readFileSync(join(__dirname, '..', 'algorithms', 'bucket.lua'), 'utf8');
 
 /**
@@ -11,7 +12,20 @@ const BUCKET = readFileSync(join(__dirname, '..', 'algorithms', 'bucket.lua'), '
  * whose policies mix algorithms.
  */
 export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): string {
+  return DISPATCHER.replace('--@fragments', () => fragmentsOf(algorithms));
+}
+
+/**
+ * Builds the script for one decision of one policy of `algorithm` (algorithms/decide-one.lua): what a quiet
+ * API, a Cluster and `batch: false` send for nearly every request, without the general dispatcher's JSON,
+ * loops and error slots.
+ */
+export function composeLoneScript(algorithm: RateLimitAlgorithm): string {
+  return LONE.replace('--@fragments', () => fragmentsOf([algorithm]));
+}
+
+function fragmentsOf(algorithms: readonly RateLimitAlgorithm[]): string {
   const fragments = algorithms.map((a) => a.lua);
   if (algorithms.some((a) => a.usesBurst)) fragments.unshift(BUCKET);
-  return DISPATCHER.replace('--@fragments', () => fragments.join('\n'));
+  return fragments.join('\n');
 }

@@ -3,15 +3,18 @@ import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
 import {
   appendCall,
+  appendLoneCall,
   decisionKeyCount,
   explainWrongType,
+  isLone,
+  LONE_KEY_COUNT,
   luaScript,
   MODE_CODE,
   parseDecision,
   REPLY_PER_CALL,
   type LuaScript,
 } from './redis-codec';
-import { composeDecideScript } from './redis-scripts';
+import { composeDecideScript, composeLoneScript } from './redis-scripts';
 import {
   MAX_POLICIES_PER_DECISION,
   type DecisionMode,
@@ -57,18 +60,20 @@ interface Queued {
  * decision is its own call.
  *
  * Calls with a fixed number of keys (decisions on a Cluster or with `batch` off, refunds, lockouts) are
- * prepared up front: one lean script per algorithm for the usual single-policy call, and one per policy count
- * for the script holding every algorithm. The client library is behind a {@link RedisScriptTransport}: ioredis,
+ * prepared up front: per algorithm, the lone script for one policy's decision (algorithms/decide-one.lua) and a
+ * lean one for its refunds and lockouts; per policy count, the script holding every algorithm. The client library is behind a {@link RedisScriptTransport}: ioredis,
  * node-redis or Valkey GLIDE, told apart by shape.
  */
 export class RedisStore implements RateLimitStore {
   /** The client library's side of every call. */
   private readonly transport: RedisScriptTransport;
+  /** Per algorithm: one policy's decision, and one policy's refund, lockout or penalty. */
+  private readonly lone = new Map<string, ScriptRunner>();
   private readonly single = new Map<string, ScriptRunner>();
   /** `multi[n]` decides n policies of any algorithms. */
   private readonly multi: ScriptRunner[] = [];
-  /** With batching (standalone Redis): each algorithm's lean script, and the one holding them all. */
-  private readonly direct?: { lean: Map<string, LuaScript>; all: LuaScript };
+  /** With batching (standalone Redis): each algorithm's lone script, and the one holding them all. */
+  private readonly direct?: { lone: Map<string, LuaScript>; all: LuaScript };
   private queue: Queued[] = [];
   /** The last key {@link nodeOf} hashed, and its slot. */
   private lastSlotKey: string | undefined;
@@ -87,12 +92,15 @@ export class RedisStore implements RateLimitStore {
     batch = true,
   ) {
     const transport = (this.transport = transportFor(client));
-    const lean = new Map(algorithms.map((algorithm) => [algorithm.name, luaScript(composeDecideScript([algorithm]))]));
+    const lone = new Map(algorithms.map((algorithm) => [algorithm.name, luaScript(composeLoneScript(algorithm))]));
     const all = luaScript(composeDecideScript(algorithms));
-    for (const { name, keyTag } of algorithms)
-      this.single.set(name, transport.prepare(lean.get(name)!, decisionKeyCount(1), `rlDecide_${keyTag}`));
+    for (const algorithm of algorithms) {
+      const { name, keyTag } = algorithm;
+      this.lone.set(name, transport.prepare(lone.get(name)!, LONE_KEY_COUNT, `rlDecideOne_${keyTag}`));
+      this.single.set(name, transport.prepare(luaScript(composeDecideScript([algorithm])), decisionKeyCount(1), `rlDecide_${keyTag}`));
+    }
     for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = transport.prepare(all, decisionKeyCount(n), `rlDecideAll_${n}`);
-    if (batch && !transport.isCluster) this.direct = { lean, all };
+    if (batch && !transport.isCluster) this.direct = { lone, all };
   }
 
   /** Whether the client is a cluster client. */
@@ -184,7 +192,7 @@ export class RedisStore implements RateLimitStore {
 
   /**
    * Sends the decisions queued since the last batch left (at most {@link MAX_BATCH}) in one call: a lone
-   * single-policy decision with its algorithm's lean script, anything else with the script holding them all.
+   * single-policy decision with its algorithm's lone script, anything else with the script holding them all.
    */
   private flush(): void {
     const batch = this.queue;
@@ -192,11 +200,18 @@ export class RedisStore implements RateLimitStore {
     this.queue = [];
     const keys: string[] = [];
     const args: string[] = [];
+    const first = batch[0];
+    if (batch.length === 1 && isLone(first.calls, MODE_CODE[first.mode])) {
+      appendLoneCall(keys, args, first.calls[0], MODE_CODE[first.mode]);
+      this.transport
+        .evalScript(this.direct!.lone.get(first.calls[0].algorithm.name)!, keys, args)
+        .then((reply) => this.settle(batch, reply as Reply))
+        .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
+      return;
+    }
     for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
-    const { lean, all } = this.direct!;
-    const lone = batch.length === 1 && batch[0].calls.length === 1 ? lean.get(batch[0].calls[0].algorithm.name) : undefined;
     this.transport
-      .evalScript(lone ?? all, keys, args)
+      .evalScript(this.direct!.all, keys, args)
       .then((reply) => this.settle(batch, reply as Reply))
       .catch((error: unknown) => {
         // The call failed as a whole (connection, timeout): whether it ran is unknown, so no decision is
@@ -219,20 +234,31 @@ export class RedisStore implements RateLimitStore {
   }
 
   private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
-    const command = (calls.length === 1 && this.single.get(calls[0].algorithm.name)) || this.multi[calls.length];
+    const keys: string[] = [];
+    const args: string[] = [];
+    let command: ScriptRunner | undefined;
+    if (isLone(calls, mode)) {
+      command = this.lone.get(calls[0].algorithm.name);
+      appendLoneCall(keys, args, calls[0], mode);
+    } else {
+      command = (calls.length === 1 && this.single.get(calls[0].algorithm.name)) || this.multi[calls.length];
+      appendCall(keys, args, calls, mode);
+    }
     if (!command) {
       throw new RateLimitStoreError(
         `A decision covers ${calls.length} policies of one tracker; at most ${MAX_POLICIES_PER_DECISION} are supported.`,
       );
     }
-    const keys: string[] = [];
-    const args: string[] = [];
-    appendCall(keys, args, calls, mode);
     try {
       return await command(keys, args);
     } catch (error) {
-      throw error instanceof Error ? await this.explain(calls, error) : error;
+      throw await this.explainError(calls, error);
     }
+  }
+
+  /** A failed call's error, naming the key that holds someone else's data when that is why it failed. */
+  private async explainError(calls: readonly RateLimitCall[], error: unknown): Promise<unknown> {
+    return error instanceof Error ? this.explain(calls, error) : error;
   }
 
   private explain(calls: readonly RateLimitCall[], cause: Error): Promise<Error> {

@@ -22,8 +22,8 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory.store';
-import { appendCall, luaScript, type LuaScript } from '../../lib/stores/redis-codec';
-import { composeDecideScript } from '../../lib/stores/redis-scripts';
+import { appendCall, appendLoneCall, isLone, luaScript, type LuaScript } from '../../lib/stores/redis-codec';
+import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis-scripts';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 import { compilePolicy, type CompiledPolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
@@ -142,10 +142,13 @@ const POLICIES: RateLimitPolicy[] = [
   { algorithm: 'gcra', limit: 3, window: 90, burst: 2, name: 'gc', blockFor: 50, escalate: { max: 400, forgiveAfter: 1_000 } },
   { algorithm: 'leaky-bucket', limit: 2, window: 80, burst: 3, name: 'lb' },
   { algorithm: 'concurrency', limit: 2, window: 200, name: 'cc' },
+  // A plain lockout: a single-policy decision of it goes to the lone script (an escalating one never does).
+  { algorithm: 'gcra', limit: 2, window: 60, burst: 2, name: 'gc2', blockFor: 30 },
 ];
 
 const compiled: CompiledPolicy[] = POLICIES.map((p) => compilePolicy(p, registry, 'script-rules', 'svc'));
 const lean = new Map(registry.all().map((a) => [a.name, luaScript(composeDecideScript([a]))]));
+const lone = new Map(registry.all().map((a) => [a.name, luaScript(composeLoneScript(a))]));
 const all = luaScript(composeDecideScript(registry.all()));
 
 /** One decision's calls for `policies` (indexes into POLICIES) of `tracker`; concurrency leases get `token`. */
@@ -156,7 +159,10 @@ function callsOf(policies: readonly number[], tracker: string, cost: number, tok
   );
 }
 
-/** A step of a trace: one script call of one or several decisions (a batch, as the store sends a tick's decisions). */
+/**
+ * A step of a trace: one script call of one or several decisions (a batch, as the store sends a tick's
+ * decisions), with the script the store would pick: a lone decision's, a single policy's or the general one.
+ */
 function step(next: () => number, t: number): ScriptCall {
   const pick = <T>(list: readonly T[]) => list[Math.floor(next() * list.length)];
   const decisions = next() < 0.2 ? 3 : 1;
@@ -170,6 +176,10 @@ function step(next: () => number, t: number): ScriptCall {
     const cost = pick([0, 1, 1, 1, 2, 3, 6]);
     const calls = callsOf(chosen, tracker, cost, `lease-${Math.floor(next() * 3)}`);
     const mode = pick(['c', 'c', 'c', 'p', 'r', 'b', 'x']);
+    if (decisions === 1 && isLone(calls, mode)) {
+      appendLoneCall(keys, args, calls[0], mode);
+      return { script: lone.get(calls[0].algorithm.name)!, keys, args };
+    }
     appendCall(keys, args, mode === 'b' ? calls.map((c) => ({ ...c, blockForMs: 40 + (t % 3) * 10 })) : calls, mode);
     single = calls;
   }
@@ -225,10 +235,18 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
   }, 60_000);
 
   it('the trace covers every algorithm, every mode, batches and multi-policy decisions', () => {
-    const decisions = trace.flatMap((c) => c.args.map((a) => JSON.parse(a) as unknown[]));
+    // A lone call's plain arguments, read as decide.lua's JSON array of one policy (mode, algorithm id, then the rest).
+    const loneIds = new Map(registry.all().map((a) => [lone.get(a.name)!.sha, a.id]));
+    const decisions = trace.flatMap((c) => {
+      const id = loneIds.get(c.script.sha);
+      return id === undefined ? c.args.map((a) => JSON.parse(a) as unknown[]) : [[c.args[0], id, ...c.args.slice(1)]];
+    });
     expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set(['c', 'p', 'r', 'b', 'x']));
     const ids = new Set(decisions.flatMap((d) => d.filter((_, i) => i % 7 === 1)));
     expect(ids).toEqual(new Set(registry.all().map((a) => a.id)));
+    // Every algorithm's lone script ran, consuming and peeking.
+    const loneRuns = new Set(trace.filter((c) => loneIds.has(c.script.sha)).map((c) => `${loneIds.get(c.script.sha)}${c.args[0]}`));
+    expect(loneRuns).toEqual(new Set(registry.all().flatMap((a) => [`${a.id}c`, `${a.id}p`])));
     expect(trace.some((c) => c.args.length === 3)).toBe(true);
     expect(decisions.some((d) => d.length > 8)).toBe(true);
     // Rejections, lockouts and cost > capacity happened (status 1, 2 and 3 in some reply).
