@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../lib';
 import type { RateLimitAlgorithm } from '../lib';
-import { composeDecideScript } from '../lib/stores/redis-scripts';
+import { composeLoneScript } from '../lib/stores/redis-scripts';
 import { DENY_KEY_SUFFIX } from '../lib/utils/keys';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, median, table } from './support/report';
@@ -43,8 +43,8 @@ interface Case {
 }
 
 /**
- * KEYS and ARGV per algorithms/decide.lua: the policy's state and block keys, then the tracker's deny key;
- * one JSON array of the mode, then id, cost, limit, window ms, burst, blockFor, token.
+ * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/decide-one.lua):
+ * the policy's state and block keys, then the tracker's deny key; mode, cost, limit, window ms, burst, blockFor, token.
  */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
   const prefix = `rl:{${tracker}}:`;
@@ -56,14 +56,20 @@ function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: numbe
     base + algorithm.keyTag,
     `${base}b`,
     prefix + DENY_KEY_SUFFIX,
-    JSON.stringify(['c', algorithm.id, 1, limit, WINDOW_MS, limit, 0, '']),
+    'c',
+    '1',
+    String(limit),
+    String(WINDOW_MS),
+    String(limit),
+    '0',
+    '',
   ];
 }
 
 /**
  * Runs each script case once through the client and fails unless it decided: a script whose KEYS or ARGV
- * no longer match these arguments answers every call with an error inside its reply (each decision runs
- * under `pcall`), which redis-benchmark would time as if it were a decision.
+ * no longer match these arguments answers every call with an error, which redis-benchmark would time as if
+ * it were a decision.
  */
 async function assertDecides(client: Redis, list: readonly Case[]): Promise<void> {
   for (const c of list) {
@@ -71,7 +77,7 @@ async function assertDecides(client: Redis, list: readonly Case[]): Promise<void
     const [command, ...rest] = c.args(c.sha).map((arg) => arg.replace('__rand_int__', 'probe'));
     const reply = (await client.call(command, ...rest)) as unknown[];
     if (!Array.isArray(reply) || typeof reply[1] !== 'number') {
-      throw new Error(`ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update decideArgs to decide.lua's KEYS and ARGV.`);
+      throw new Error(`ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update decideArgs to decide-one.lua's KEYS and ARGV.`);
     }
   }
 }
@@ -87,7 +93,7 @@ function cases(algorithms: readonly RateLimitAlgorithm[]): Case[] {
     },
   ];
   for (const a of algorithms)
-    list.push({ name: a.name, scenario: 'keys', script: composeDecideScript([a]), args: decideArgs(a, '__rand_int__', BIG) });
+    list.push({ name: a.name, scenario: 'keys', script: composeLoneScript(a), args: decideArgs(a, '__rand_int__', BIG) });
   list.push({
     name: 'rate-limiter-flexible script',
     scenario: 'hot-reject',
@@ -95,7 +101,7 @@ function cases(algorithms: readonly RateLimitAlgorithm[]): Case[] {
     args: (sha) => ['EVALSHA', sha, '1', 'rlflx:hot', '1', '60', '1', '60'],
   });
   for (const a of algorithms)
-    list.push({ name: a.name, scenario: 'hot-reject', script: composeDecideScript([a]), args: decideArgs(a, 'hot', 1) });
+    list.push({ name: a.name, scenario: 'hot-reject', script: composeLoneScript(a), args: decideArgs(a, 'hot', 1) });
   return list;
 }
 
