@@ -43,7 +43,7 @@ interface Case {
 }
 
 /**
- * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/decide-one.lua):
+ * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/lone.lua):
  * the policy's state and block keys, then the tracker's deny key; mode, cost, limit, window ms, burst, blockFor, token.
  */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
@@ -77,7 +77,7 @@ async function assertDecides(client: Redis, list: readonly Case[]): Promise<void
     const [command, ...rest] = c.args(c.sha).map((arg) => arg.replace('__rand_int__', 'probe'));
     const reply = (await client.call(command, ...rest)) as unknown[];
     if (!Array.isArray(reply) || typeof reply[1] !== 'number') {
-      throw new Error(`ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update decideArgs to decide-one.lua's KEYS and ARGV.`);
+      throw new Error(`ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update decideArgs to lone.lua's KEYS and ARGV.`);
     }
   }
 }

@@ -1,6 +1,7 @@
 --[[
   Rate-limit decisions, each for one tracker: every policy of a request, atomically, all-or-nothing.
-  The algorithm fragments (ALG[id] = { check, commit, refund, burst }) are spliced in where the marker stands.
+  The algorithm fragments (ALG[id] = { check, commit, refund, burst }) are spliced in where the marker stands,
+  and decide-one.lua (a decision of one policy with a plain lockout, the usual one) where its marker stands.
   One call carries one decision, or several (a batch of unrelated decisions made in the same tick on a
   standalone Redis): they run one after the other, as separate calls would, at one reading of the clock.
 
@@ -35,6 +36,7 @@ local ALG = {}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local reply = { now }
+--@decide-one
 
 -- Policy i of decision d (its JSON array) whose keys start at KEYS[k], as nine values (no table: this runs
 -- for every policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
@@ -199,7 +201,14 @@ for j = 1, #ARGV do
   else
     local o = #reply + 1
     local ok, err
-    if mode == 'x' then ok, err = pcall(penalize, mode, n, k, d, o) else ok, err = pcall(decide, mode, n, k, d, o) end
+    if mode == 'x' then
+      ok, err = pcall(penalize, mode, n, k, d, o)
+    elseif n == 1 and type(d[7]) == 'number' then
+      -- One policy, a plain lockout: the lean path (decide-one.lua), as a lone call takes it.
+      ok, err = pcall(decideOne, ALG[d[2]], mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], d[3], d[4], d[5], d[6], d[7], d[8], o)
+    else
+      ok, err = pcall(decide, mode, n, k, d, o)
+    end
     if not ok then
       -- A decision that fails (a key holding someone else's data) fails alone, before it charged anything
       -- (errors come from reading state): its message takes its first slot, the others go on.

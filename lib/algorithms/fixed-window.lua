@@ -6,7 +6,8 @@
   KEY    state hash { w = window id, n = units counted in that window }
   check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count, new window?,
     more = ms until more quota: the window's end once anything is counted in it, else 0 }
-  commit writes the new count and expires the hash at the window's end; refund gives units back in the same window
+  commit writes a new window's count and expires the hash at the window's end, or adds the cost to the count
+  of the window it holds (HINCRBY of one field: cheaper than rewriting both); refund gives units back in the same window
   (a negative cost, a penalty, charges them, whatever the count).
 ]]
 local fixedWindowType = type
@@ -55,11 +56,15 @@ ALG[1] = {
     if n > 0 then reset = ends end
     return { false, limit - n, reset, ends, 0, more = reset }
   end,
-  commit = function(key, r)
+  commit = function(key, r, now, cost)
     if r[7] == 0 then return end
-    redis.call('HSET', key, 'w', r[6], 'n', r[7])
-    -- The hash lives until its window ends: set once per window, not on every hit.
-    if r[8] then redis.call('PEXPIRE', key, r[3]) end
+    if r[8] then
+      redis.call('HSET', key, 'w', r[6], 'n', r[7])
+      -- The hash lives until its window ends: set once per window, not on every hit.
+      redis.call('PEXPIRE', key, r[3])
+    elseif cost ~= 0 then
+      redis.call('HINCRBY', key, 'n', cost)
+    end
   end,
   refund = function(key, cost, limit, window, burst, now, token)
     local id, start, stop = fixedWindowAt(window, now)

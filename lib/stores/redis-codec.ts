@@ -44,7 +44,7 @@ export function appendCall(keys: string[], args: string[], calls: readonly RateL
   args.push(`${json}]`);
 }
 
-/** Keys of a lone decision (algorithms/decide-one.lua): state, lockout, deny. */
+/** Keys of a lone decision (algorithms/lone.lua): state, lockout, deny. */
 export const LONE_KEY_COUNT = 3;
 
 /**
@@ -57,7 +57,7 @@ export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
   return call.params.periods === undefined && call.escalate === undefined;
 }
 
-/** Appends a lone decision's three keys and seven plain arguments (algorithms/decide-one.lua). */
+/** Appends a lone decision's three keys and seven plain arguments (algorithms/lone.lua). */
 export function appendLoneCall(keys: string[], args: string[], call: RateLimitCall, mode: string): void {
   keys.push(call.stateKey, call.blockKey, denyKeyOf(call));
   args.push(

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 
 const DISPATCHER = readFileSync(join(__dirname, '..', 'algorithms', 'decide.lua'), 'utf8');
-const LONE = readFileSync(join(__dirname, '..', 'algorithms', 'decide-one.lua'), 'utf8');
+const LONE = readFileSync(join(__dirname, '..', 'algorithms', 'lone.lua'), 'utf8');
+const DECIDE_ONE = readFileSync(join(__dirname, '..', 'algorithms', 'decide-one.lua'), 'utf8');
 const BUCKET = readFileSync(join(__dirname, '..', 'algorithms', 'bucket.lua'), 'utf8');
 
 /**
@@ -12,16 +13,16 @@ const BUCKET = readFileSync(join(__dirname, '..', 'algorithms', 'bucket.lua'), '
  * whose policies mix algorithms.
  */
 export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): string {
-  return DISPATCHER.replace('--@fragments', () => fragmentsOf(algorithms));
+  return DISPATCHER.replace('--@fragments', () => fragmentsOf(algorithms)).replace('--@decide-one', () => DECIDE_ONE);
 }
 
 /**
- * Builds the script for one decision of one policy of `algorithm` (algorithms/decide-one.lua): what a quiet
- * API, a Cluster and `batch: false` send for nearly every request, without the general dispatcher's JSON,
- * loops and error slots.
+ * Builds the script for one decision of one policy of `algorithm` (algorithms/lone.lua): what a quiet API, a
+ * Cluster and `batch: false` send for nearly every request, without the general dispatcher's JSON, loop and
+ * error slots.
  */
 export function composeLoneScript(algorithm: RateLimitAlgorithm): string {
-  return LONE.replace('--@fragments', () => fragmentsOf([algorithm]));
+  return LONE.replace('--@fragments', () => fragmentsOf([algorithm])).replace('--@decide-one', () => DECIDE_ONE);
 }
 
 function fragmentsOf(algorithms: readonly RateLimitAlgorithm[]): string {

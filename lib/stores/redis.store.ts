@@ -60,7 +60,7 @@ interface Queued {
  * decision is its own call.
  *
  * Calls with a fixed number of keys (decisions on a Cluster or with `batch` off, refunds, lockouts) are
- * prepared up front: per algorithm, the lone script for one policy's decision (algorithms/decide-one.lua) and a
+ * prepared up front: per algorithm, the lone script for one policy's decision (algorithms/lone.lua) and a
  * lean one for its refunds and lockouts; per policy count, the script holding every algorithm. The client library is behind a {@link RedisScriptTransport}: ioredis,
  * node-redis or Valkey GLIDE, told apart by shape.
  */
