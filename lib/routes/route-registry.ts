@@ -2,7 +2,6 @@ import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { PATH_METADATA } from '@nestjs/common/constants';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
-import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import { RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from '../rate-limit.decorator';
@@ -13,6 +12,8 @@ import { buildRoutePlan, type PlanSource, type RoutePlan } from './route-plan';
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
 type Handler = Function;
 type ControllerClass = abstract new (...args: never[]) => unknown;
+/** What discovery lists: a class (or factory) and, once created, its instance. */
+type InstanceWrapper = ReturnType<DiscoveryService['getProviders']>[number];
 
 const DEFAULT_POLICY = 'RateLimitModule options: defaultPolicy';
 
@@ -23,21 +24,21 @@ const DEFAULT_POLICY = 'RateLimitModule options: defaultPolicy';
  * looks the plan up.
  *
  * A route's counters are keyed `r=<controller>.<method>`: the controller's scope name (its class name, made
- * unique among controllers) and the property key the handler sits under on the prototype, which is unique per
- * class. Never the function's `.name`: a wrapping method decorator gives every handler the wrapper's name,
- * and an anonymous handler has none. Characters other than `A-Z a-z 0-9 _ $` are percent-encoded, so `.`
- * only ever separates and the key is unique by construction; the same code gives the same keys on every boot.
+ * unique among controllers) and the property key the handler sits under on the prototype or on the
+ * controller's instance (where a constructor may set a wrapped or bound handler), which is unique per class.
+ * Never the function's `.name`: a wrapping method decorator gives every handler the wrapper's name, and an
+ * anonymous handler has none. Characters other than `A-Z a-z 0-9 _ $` are percent-encoded, so `.` only ever
+ * separates and the key is unique by construction; the same code gives the same keys on every boot.
  */
 @Injectable()
 export class RateLimitRouteRegistry implements OnModuleInit {
-  private readonly plans = new WeakMap<ControllerClass, Map<Handler, RoutePlan | null>>();
+  /** Each class's plans by handler, or by `~<name>` for handlers found under no property key (see {@link plan}). */
+  private readonly plans = new WeakMap<ControllerClass, Map<Handler | string, RoutePlan | null>>();
   /** Scope names given out, so two controllers with the same class name never share counters. */
   private readonly scopeNames = new Map<ControllerClass, string>();
   private readonly takenNames = new Set<string>();
   /** Each controller's handlers by function, with the property key each sits under (the first, for an alias). */
   private readonly methodKeys = new WeakMap<ControllerClass, Map<Handler, string>>();
-  /** The handler each route scope belongs to: two handlers never share a counter by accident. */
-  private readonly scopeOwners = new Map<string, Handler>();
   private readonly defaultPolicies: RateLimitPolicy[] | undefined;
   /** `defaultPolicies` as what a route inherits, for `@RateLimit` overrides. */
   private readonly defaults: InheritedPolicies | undefined;
@@ -66,6 +67,7 @@ export class RateLimitRouteRegistry implements OnModuleInit {
    * WebSocket gateways); throws on the first invalid policy.
    */
   onModuleInit(): void {
+    for (const wrapper of [...this.discovery.getControllers(), ...this.discovery.getProviders()]) this.learnInstanceHandlers(wrapper);
     for (const [controller, handler] of this.controllerRoutes()) this.plan(controller, handler);
     for (const { metatype, inject } of this.discovery.getProviders()) {
       // `inject` marks a factory provider, whose metatype is the factory function rather than a class.
@@ -107,7 +109,11 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     }
   }
 
-  /** The plan of `handler` on `controller`; `null` when the route is not limited. */
+  /**
+   * The plan of `handler` on `controller`; `null` when the route is not limited. A handler found under no
+   * property key is one a request-scoped instance set on itself (bound or wrapped in its constructor): a new
+   * function per request, so it is planned once per name and never kept itself.
+   */
   plan(controller: ControllerClass, handler: Handler): RoutePlan | null {
     let byHandler = this.plans.get(controller);
     if (!byHandler) {
@@ -116,11 +122,16 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     }
     let plan = byHandler.get(handler);
     if (plan === undefined) {
-      const source = this.source(controller, handler);
-      plan = source && buildRoutePlan(source, this.algorithms);
-      // Every policy skipped by name (@SkipRateLimit('a', 'b')): the route is not limited.
-      if (plan && plan.policies.length === 0) plan = null;
-      byHandler.set(handler, plan);
+      const method = this.methodKey(controller, handler);
+      const byName = method === undefined ? `~${handler.name}` : undefined;
+      plan = byName === undefined ? undefined : byHandler.get(byName);
+      if (plan === undefined) {
+        const source = this.source(controller, handler, method);
+        plan = source && buildRoutePlan(source, this.algorithms);
+        // Every policy skipped by name (@SkipRateLimit('a', 'b')): the route is not limited.
+        if (plan && plan.policies.length === 0) plan = null;
+      }
+      byHandler.set(byName ?? handler, plan);
     }
     return plan;
   }
@@ -132,23 +143,18 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     );
   }
 
-  private source(controller: ControllerClass, handler: Handler): PlanSource | null {
-    const method = this.methodKey(controller, handler);
+  /** Where `handler`'s policies come from; `method` is its property key (see {@link methodKey}). */
+  private source(controller: ControllerClass, handler: Handler, method: string | undefined): PlanSource | null {
     const route = `${controller.name}.${method ?? handler.name}`;
     // `~` (which keyPart never writes) keeps the keys of handlers found by name apart from all the others.
     const scopeKey = `r=${this.scopeName(controller)}.${method === undefined ? `~${keyPart(handler.name)}` : keyPart(method)}`;
-    const owner = this.scopeOwners.get(scopeKey);
-    if (owner !== undefined && owner !== handler) {
-      throw new RateLimitConfigError(
-        `${route}: another handler of ${controller.name} already counts under '${scopeKey}', so two routes would share one rate-limit counter; give each handler a method name of its own.`,
-      );
-    }
-    this.scopeOwners.set(scopeKey, handler);
-    const handlerSkip = this.reflector.get<true | readonly string[] | undefined>(RateLimitSkip.KEY, handler);
+    // A handler an instance set on itself (a bound method) stands for the prototype's, which carries the decorators.
+    const decorated = method === undefined ? handler : ((controller.prototype as Record<string, Handler>)[method] ?? handler);
+    const handlerSkip = this.reflector.get<true | readonly string[] | undefined>(RateLimitSkip.KEY, decorated);
     if (handlerSkip === true) return null;
     const classSkip = this.reflector.get<true | readonly string[] | undefined>(RateLimitSkip.KEY, controller);
     const skip = { onHandler: handlerSkip ?? [], onClass: classSkip === true ? [] : (classSkip ?? []) };
-    const own = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, handler);
+    const own = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, decorated);
     const onClass = this.reflector.get<RateLimitMetadata | undefined>(RateLimitPolicies.KEY, controller);
     const classWhere = `@RateLimit on ${controller.name} (applied to ${route})`;
     if (own) {
@@ -188,10 +194,15 @@ export class RateLimitRouteRegistry implements OnModuleInit {
 
   /**
    * The property key `handler` sits under on `controller`'s prototype (own or inherited: where the scanner, and
-   * Nest's router, found it); `undefined` for a handler found nowhere there (a function an instance set in
-   * its constructor, say a bound method), which is then keyed by its `.name`.
+   * Nest's router, found it) or on its single instance ({@link learnInstanceHandlers}); `undefined` for a
+   * handler found nowhere there (a function a request-scoped instance set on itself), which is then keyed by
+   * its `.name`.
    */
   private methodKey(controller: ControllerClass, handler: Handler): string | undefined {
+    return this.methodKeysOf(controller).get(handler);
+  }
+
+  private methodKeysOf(controller: ControllerClass): Map<Handler, string> {
     let keys = this.methodKeys.get(controller);
     if (!keys) {
       keys = new Map();
@@ -202,7 +213,27 @@ export class RateLimitRouteRegistry implements OnModuleInit {
       }
       this.methodKeys.set(controller, keys);
     }
-    return keys.get(handler);
+    return keys;
+  }
+
+  /**
+   * Nest calls a route's handler as `instance[method]`, so a function a constructor sets there (bound, or
+   * wrapped by a tracing library) is the handler the guard sees: it gets the property key it sits under, and
+   * with it the route's own counter. Only a single (static) instance is known here; a request-scoped class
+   * has one per request.
+   */
+  private learnInstanceHandlers(wrapper: InstanceWrapper): void {
+    const { metatype, instance, inject } = wrapper;
+    if (typeof metatype !== 'function' || inject || typeof instance !== 'object' || instance === null) return;
+    if (!wrapper.isDependencyTreeStatic()) return;
+    const prototype = metatype.prototype as Record<string, unknown> | undefined;
+    if (!prototype) return;
+    const keys = this.methodKeysOf(metatype as ControllerClass);
+    for (const name of this.scanner.getAllMethodNames(prototype)) {
+      // Own data properties only: reading them runs no getter of the app's.
+      const own: unknown = Object.getOwnPropertyDescriptor(instance, name)?.value;
+      if (typeof own === 'function' && !keys.has(own)) keys.set(own, name);
+    }
   }
 
   private scopeName(controller: ControllerClass): string {

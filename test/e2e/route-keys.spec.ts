@@ -4,7 +4,7 @@
  * (tracing, logging) all carry the wrapper's name, and handlers assigned as anonymous functions carry none,
  * yet each route keeps its own counter. Ordinary routes keep their `r=<Controller>.<method>` keys.
  */
-import { Controller, Get, type INestApplication } from '@nestjs/common';
+import { Controller, Get, Scope, type INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { RateLimit, RateLimitModule } from '../../lib';
 import { bootApp, MATRIX, SharedRedis, storeOptions } from './harness';
@@ -77,6 +77,62 @@ for (const [key, handler] of anonymous) {
   Get(key)(AnonymousController.prototype, key, Object.getOwnPropertyDescriptor(AnonymousController.prototype, key)!);
 }
 
+/** Wraps `method` as tracing libraries do when they patch an instance: every wrapper is named `wrapped`, and carries no metadata. */
+function wrap(method: (...args: unknown[]) => unknown): (...args: unknown[]) => unknown {
+  return function wrapped(this: unknown, ...args: unknown[]) {
+    return method.apply(this, args);
+  };
+}
+
+/**
+ * Handlers set on the instance by the constructor, which is what Nest calls (`instance[method]`): two wrappers
+ * of the same name and a bound method. Each keeps its route's own counter and its method's own `@RateLimit`.
+ */
+@Controller('instance')
+class InstanceHandlersController {
+  constructor() {
+    const self = this as unknown as Record<'one' | 'two' | 'three', (...args: unknown[]) => unknown>;
+    self.one = wrap(InstanceHandlersController.prototype.one);
+    self.two = wrap(InstanceHandlersController.prototype.two);
+    self.three = self.three.bind(this);
+  }
+
+  @Get('one')
+  @RateLimit(ONE_PER_MINUTE)
+  one() {
+    return 'one';
+  }
+
+  @Get('two')
+  @RateLimit(ONE_PER_MINUTE)
+  two() {
+    return 'two';
+  }
+
+  @Get('three')
+  @RateLimit({ ...ONE_PER_MINUTE, limit: 2 })
+  three() {
+    return 'three';
+  }
+}
+
+/** A request-scoped controller that binds its handler in the constructor: a new handler function per request. */
+@Controller({ path: 'per-request', scope: Scope.REQUEST })
+@RateLimit({ ...ONE_PER_MINUTE, limit: 2 })
+class PerRequestController {
+  static created = 0;
+
+  constructor() {
+    PerRequestController.created++;
+    this.find = this.find.bind(this);
+  }
+
+  @Get()
+  find() {
+    return 'found';
+  }
+}
+
 describe.each(MATRIX)('route keys on $adapter with the $store store', ({ adapter, store }) => {
   const redis = new SharedRedis();
   let app: INestApplication;
@@ -84,7 +140,11 @@ describe.each(MATRIX)('route keys on $adapter with the $store store', ({ adapter
   beforeAll(async () => {
     const options = await storeOptions(store, redis);
     prefix = options.prefix!;
-    app = await bootApp({ adapter, imports: [RateLimitModule.forRoot(options)], controllers: [TracedController, AnonymousController] });
+    app = await bootApp({
+      adapter,
+      imports: [RateLimitModule.forRoot(options)],
+      controllers: [TracedController, AnonymousController, InstanceHandlersController, PerRequestController],
+    });
   });
   afterAll(async () => {
     await app.close();
@@ -107,6 +167,22 @@ describe.each(MATRIX)('route keys on $adapter with the $store store', ({ adapter
     expect([await status('/anonymous/two'), await status('/anonymous/two')]).toEqual([200, 429]);
   });
 
+  it('handlers set on the instance keep their route: its own counter and its own @RateLimit', async () => {
+    const instance = app.get(InstanceHandlersController);
+    expect([instance.one.name, instance.two.name, instance.three.name]).toEqual(['wrapped', 'wrapped', 'bound three']);
+    expect([await status('/instance/one'), await status('/instance/one')]).toEqual([200, 429]);
+    expect([await status('/instance/two'), await status('/instance/two')]).toEqual([200, 429]);
+    expect([await status('/instance/three'), await status('/instance/three'), await status('/instance/three')]).toEqual([200, 200, 429]);
+  });
+
+  it('a request-scoped controller that binds its handler answers every request, counted on one counter', async () => {
+    const created = PerRequestController.created;
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push(await status('/per-request'));
+    expect(statuses).toEqual([200, 200, 429, 429]);
+    expect(PerRequestController.created - created).toBe(4); // a new instance, so a new handler function, each time
+  });
+
   if (store === 'redis') {
     it('keys name the controller and the property key: r=<Controller>.<method>, the same on every boot', async () => {
       const client = await redis.client();
@@ -114,6 +190,11 @@ describe.each(MATRIX)('route keys on $adapter with the $store store', ({ adapter
       expect(keys).toEqual([
         'r=AnonymousController.one:default:fw',
         'r=AnonymousController.two:default:fw',
+        'r=InstanceHandlersController.one:default:fw',
+        'r=InstanceHandlersController.three:default:fw',
+        'r=InstanceHandlersController.two:default:fw',
+        // A handler a request-scoped instance sets on itself is found under no key Nest knows of: keyed by its name.
+        'r=PerRequestController.~bound%20find:default:fw',
         'r=TracedController.first:default:fw',
         'r=TracedController.plain%2Ex:default:fw',
         'r=TracedController.plain:default:fw',
