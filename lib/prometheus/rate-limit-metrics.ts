@@ -58,7 +58,7 @@ export class RateLimitMetrics implements OnModuleDestroy {
   /** `rate_limit_near_limit_total{policy}`. */
   readonly nearLimit: Counter<'policy'>;
   /** `rate_limit_store_errors_total`. */
-  readonly storeErrors: Counter;
+  readonly storeErrors: Counter<string>;
   /** `rate_limit_decision_duration_seconds{outcome}`. */
   readonly decisionDuration: Histogram<'outcome'>;
   private readonly registered: string[] = [];

@@ -29,6 +29,16 @@ export interface ConsumerLine {
   passesOwnClient: boolean;
   compilerOptions: object;
   typeChecks: TypeCheck[];
+  /**
+   * Optional peers installed at these versions besides terminus and OpenTelemetry: the app wires in the
+   * library's event-emitter and Prometheus modules (fixture/extras-peers.ts), and every boot reads what they counted.
+   */
+  optionalPeers?: { eventEmitter: string; promClient: string };
+  /**
+   * Runners that run README › "Testing your app" in this app (fixture/rate-limit.*.test.ts): jest with the
+   * README's jest config, vitest as it comes.
+   */
+  testRunners?: Array<'jest' | 'vitest'>;
 }
 
 const CJS_NODE10 = { module: 'commonjs', moduleResolution: 'node', target: 'es2021' };
@@ -50,6 +60,8 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     passesOwnClient: true,
     compilerOptions: CJS_NODE10,
     typeChecks: [{ resolution: 'node10' }, { resolution: 'node16' }, { resolution: 'nodenext' }, { resolution: 'bundler' }],
+    // The oldest majors the optional peer ranges admit (event-emitter 2.0.0 asks for Nest ^8 || ^9 || ^10).
+    optionalPeers: { eventEmitter: '2.0.0', promClient: '14.0.0' },
   },
   {
     name: 'nest-10',
@@ -110,5 +122,7 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     passesOwnClient: true,
     compilerOptions: CJS_NODENEXT,
     typeChecks: [{ resolution: 'node16', esmFile: true }, { resolution: 'nodenext', esmFile: true }, { resolution: 'bundler' }],
+    // An ES-module app is where jest needs the README's setup.
+    testRunners: ['jest', 'vitest'],
   },
 ];

@@ -4,20 +4,26 @@
  * copy of Nest, compiles with its own TypeScript (skipLibCheck off), and boots on Express and Fastify against
  * the memory store and a real Redis, where a limited route answers 200, 200, 429 with Retry-After while
  * exempt routes pass; against a Redis nothing answers for, the terminus health check reads down. The
- * declarations are also type-checked under node10, node16, nodenext and bundler resolution.
+ * declarations are also type-checked under node10, node16, nodenext and bundler resolution. A line with
+ * optional peers reads what the library's event-emitter and Prometheus modules counted; a line with test runners
+ * runs README › "Testing your app" under jest (with the README's jest config) and vitest.
  *
  * Run: `npm run test:consumers` (needs the npm registry and redis-server). CONSUMER_LINES=nest-11,nest-12 runs
- * some lines only; CONSUMER_KEEP=1 keeps the apps' folders.
+ * some lines only; CONSUMER_KEEP=1 keeps the apps' folders; CONSUMER_README=<file> tests another README's
+ * jest config (a draft).
  */
 import { spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, startRedis, type RedisProcess } from '../support/redis-server';
-import { CONSUMER_LINES, type ConsumerLine, type TypeCheck } from './lines';
+import { run, timed } from './exec';
+import { CONSUMER_LINES, type ConsumerLine } from './lines';
+import { optionalPeerFailures } from './optional-peers';
+import { runTests } from './test-runners';
+import { writeApp } from './write-app';
 
 const ROOT = join(__dirname, '..', '..');
-const FIXTURE = join(__dirname, 'fixture');
 
 interface Outcome {
   line: string;
@@ -25,25 +31,6 @@ interface Outcome {
   buildS: number;
   bootsMs: number[];
   checks: Check[];
-}
-
-function run(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk) => (output += String(chunk)));
-    child.stderr.on('data', (chunk) => (output += String(chunk)));
-    child.on('error', reject);
-    child.on('close', (code) =>
-      code === 0 ? resolve(output) : reject(new Error(`${command} ${args.join(' ')} (in ${cwd}) exited ${code}:\n${output}`)),
-    );
-  });
-}
-
-async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
-  const start = performance.now();
-  const result = await work();
-  return [result, performance.now() - start];
 }
 
 /** `npm pack` of this repo (its prepack builds dist/); the tarball's path. */
@@ -72,58 +59,6 @@ function copiesOf(dir: string, name: string): string[] {
   visit(join(dir, 'node_modules'));
   return found;
 }
-
-function writeApp(dir: string, line: ConsumerLine, tarball: string): void {
-  cpSync(FIXTURE, dir, { recursive: true });
-  const nest = line.nest;
-  const pkg = {
-    name: `consumer-${line.name.replace(/\W/g, '-')}`,
-    private: true,
-    ...(line.esm ? { type: 'module' } : {}),
-    dependencies: {
-      '@nestjs/common': nest,
-      '@nestjs/core': nest,
-      '@nestjs/platform-express': nest,
-      '@nestjs/platform-fastify': nest,
-      '@nestjs/terminus': line.terminus,
-      '@opentelemetry/api': line.opentelemetry,
-      ioredis: line.ioredis,
-      'nestjs-redis-ratelimit': `file:${tarball}`,
-      'reflect-metadata': line.reflectMetadata,
-      rxjs: '^7.8.0',
-    },
-    devDependencies: {
-      '@nestjs/testing': nest,
-      '@types/express': line.typesExpress,
-      '@types/node': '^20.0.0',
-      typescript: line.typescript,
-    },
-  };
-  writeFileSync(join(dir, 'package.json'), JSON.stringify(pkg, null, 2));
-  const base = {
-    strict: line.strict,
-    esModuleInterop: true,
-    experimentalDecorators: true,
-    emitDecoratorMetadata: true,
-    skipLibCheck: false,
-    types: ['node'],
-  };
-  const build = { compilerOptions: { ...base, ...line.compilerOptions, outDir: 'dist', rootDir: '.' }, files: ['main.ts'] };
-  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify(build, null, 2));
-  for (const check of line.typeChecks) {
-    const file = check.esmFile ? 'types.mts' : 'types.ts';
-    if (check.esmFile) cpSync(join(FIXTURE, 'types.ts'), join(dir, file));
-    const config = { compilerOptions: { ...base, ...TYPE_CHECK_OPTIONS[check.resolution], noEmit: true }, files: [file] };
-    writeFileSync(join(dir, `tsconfig.${check.resolution}.json`), JSON.stringify(config, null, 2));
-  }
-}
-
-const TYPE_CHECK_OPTIONS: Record<TypeCheck['resolution'], object> = {
-  node10: { module: 'commonjs', moduleResolution: 'node', target: 'es2021' },
-  node16: { module: 'node16', moduleResolution: 'node16', target: 'es2022' },
-  nodenext: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022' },
-  bundler: { module: 'esnext', moduleResolution: 'bundler', target: 'es2022' },
-};
 
 /** Starts the app and resolves with its port once it listens; the child is killed by the caller. */
 function boot(dir: string, env: NodeJS.ProcessEnv): Promise<{ port: number; stop: () => Promise<void> }> {
@@ -161,7 +96,7 @@ function boot(dir: string, env: NodeJS.ProcessEnv): Promise<{ port: number; stop
 }
 
 /** The exact answers a user expects; each mismatch is one failure line. */
-async function exercise(port: number, store: 'memory' | 'redis'): Promise<string[]> {
+async function exercise(port: number, store: 'memory' | 'redis', line: ConsumerLine): Promise<string[]> {
   const failures: string[] = [];
   const get = (path: string) => fetch(`http://127.0.0.1:${port}${path}`);
   const expectEqual = (what: string, actual: unknown, expected: unknown) => {
@@ -186,6 +121,7 @@ async function exercise(port: number, store: 'memory' | 'redis'): Promise<string
   expectEqual('GET /service (RateLimiterService)', await (await get('/service')).json(), { first: true, second: false });
   const health = (await (await get('/health')).json()) as { status?: string; info?: Record<string, unknown> };
   expectEqual('GET /health', [health.status, health.info?.['rate-limit']], ['ok', { status: 'up', store }]);
+  if (line.optionalPeers) failures.push(...(await optionalPeerFailures(port)));
   return failures;
 }
 
@@ -203,8 +139,10 @@ async function testLine(line: ConsumerLine, tarball: string, redis: RedisProcess
     outcome.checks.push({ name, failures });
   };
   writeApp(dir, line, tarball);
-  const [, installMs] = await timed(() => run('npm', ['install', '--no-audit', '--no-fund'], dir));
+  const [installed, installMs] = await timed(() => run('npm', ['install', '--no-audit', '--no-fund'], dir));
   outcome.installS = installMs / 1000;
+  const engines = engineWarnings(installed);
+  if (engines.length > 0) console.log(`[${line.name}] npm warns EBADENGINE (Node ${process.versions.node}): ${engines.join(', ')}`);
   await check('one copy of Nest', async () =>
     ['@nestjs/core', '@nestjs/common'].flatMap((name) => {
       const copies = copiesOf(dir, name);
@@ -213,7 +151,7 @@ async function testLine(line: ConsumerLine, tarball: string, redis: RedisProcess
   );
   console.log(`[${line.name}] installed ${JSON.stringify(installedVersions(dir))} in ${outcome.installS.toFixed(1)} s`);
   const tsc = join(dir, 'node_modules', 'typescript', 'bin', 'tsc');
-  const [, buildMs] = await timed(() => run(process.execPath, [tsc, '-p', 'tsconfig.json'], dir));
+  const [, buildMs] = await timed(() => run(process.execPath, [tsc, '-p', 'tsconfig.build.json'], dir));
   outcome.buildS = buildMs / 1000;
   for (const { resolution } of line.typeChecks) {
     await check(
@@ -229,12 +167,15 @@ async function testLine(line: ConsumerLine, tarball: string, redis: RedisProcess
         const [app, bootMs] = await timed(() => boot(dir, { ADAPTER: adapter, PREFIX: prefix, ...env }));
         outcome.bootsMs.push(bootMs);
         try {
-          return await exercise(app.port, store);
+          return await exercise(app.port, store, line);
         } finally {
           await app.stop();
         }
       });
     }
+  }
+  for (const runner of line.testRunners ?? []) {
+    await check(`README › Testing your app under ${runner}`, () => runTests(runner, dir));
   }
   await check('health down while Redis is unreachable', async () => {
     const [app, bootMs] = await timed(async () => boot(dir, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` }));
@@ -260,13 +201,32 @@ async function healthDown(port: number): Promise<string[]> {
     : [`GET /health: got ${JSON.stringify(got)}, expected ${JSON.stringify(expected)}`];
 }
 
+/** `package@version (node <range>)` of each EBADENGINE warning in npm's output. */
+function engineWarnings(npmOutput: string): string[] {
+  const found = npmOutput.matchAll(/package: '([^']+)',\s*npm warn EBADENGINE\s+required: \{ node: '([^']+)' \}/g);
+  return [...new Set([...found].map(([, pkg, node]) => `${pkg} (node ${node})`))];
+}
+
+/** Versions of the packages that make a line what it is, for those the line installs. */
 function installedVersions(dir: string): Record<string, string> {
-  const names = ['@nestjs/core', 'ioredis', 'typescript', '@nestjs/terminus', 'reflect-metadata'];
+  const names = [
+    '@nestjs/core',
+    'ioredis',
+    'typescript',
+    '@nestjs/terminus',
+    'reflect-metadata',
+    '@nestjs/event-emitter',
+    'prom-client',
+    'jest',
+    'vitest',
+    'vite',
+  ];
+  const manifests = names.map((name) => join(dir, 'node_modules', name, 'package.json'));
   return Object.fromEntries(
-    names.map((name) => [
-      name,
-      (JSON.parse(readFileSync(join(dir, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version,
-    ]),
+    manifests
+      .filter((manifest) => existsSync(manifest))
+      .map((manifest) => JSON.parse(readFileSync(manifest, 'utf8')) as { name: string; version: string })
+      .map(({ name, version }) => [name, version]),
   );
 }
 

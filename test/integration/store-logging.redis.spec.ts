@@ -1,9 +1,10 @@
 /**
  * What the module says about its store, on real Nest apps and real redis-servers:
  *  - one startup line naming the store: process memory, or Redis at host:port (from a URL with a password,
- *    ioredis options, a client passed in, a Cluster's startup nodes, Sentinel options), never a password;
+ *    ioredis options, a client passed in, a Cluster's startup nodes, a running Sentinel, TLS), never a password;
  *  - a Redis that cannot be reached is reported with its address and the cause (refused, wrong password, no
- *    password), and startup does not wait out its 5 s for a refused or denied connection;
+ *    password, a TLS certificate not trusted), and startup does not wait out its 5 s for a refused or denied
+ *    connection;
  *  - a `redis` string that is not a redis:// or rediss:// URL fails at bootstrap;
  *  - recovery is logged once per outage: after a lost connection (the library's client and a client passed
  *    in) and after a connection never established at startup.
@@ -14,7 +15,9 @@ import request from 'supertest';
 import { RateLimit, RateLimitModule, type RateLimitModuleOptions } from '../../lib';
 import { describeStore } from '../../lib/stores/store-description';
 import { bootApp, sleep } from '../e2e/harness';
-import { freePort, libraryCluster, startRedis, startRedisCluster, type RedisProcess } from '../support/redis-server';
+import { fieldMembers, secondsOver, timed } from '../support/rate-limit-fields';
+import { freePort, libraryCluster, startRedis, startRedisCluster, startRedisSentinel, type RedisProcess } from '../support/redis-server';
+import { startRedisTls, type RedisTlsProcess } from '../support/redis-tls';
 
 @Controller()
 class PingController {
@@ -74,6 +77,13 @@ async function server(port?: number): Promise<RedisProcess> {
   return redis;
 }
 
+/** A server that also speaks TLS, on a self-signed certificate. */
+async function tlsServer(): Promise<RedisTlsProcess> {
+  const redis = await startRedisTls();
+  servers.push(redis);
+  return redis;
+}
+
 /** A server that requires PASSWORD (set once it runs: the start-up probe of the support helper has none). */
 async function passwordServer(): Promise<RedisProcess> {
   const redis = await server();
@@ -115,8 +125,12 @@ describe('the startup line names the store', () => {
     const app = await boot({ redis: `redis://default:${PASSWORD}@127.0.0.1:${redis.port}` });
     expect(logged('log')).toEqual([`Rate limits are kept in Redis at 127.0.0.1:${redis.port}.`]);
     expect(logged('warn')).toEqual([]);
-    // Decided by Redis: a fallback would leave all 1,000.
-    expect((await ping(app)).headers['ratelimit']).toMatch(/^"default";r=999;t=\d+$/);
+    // Decided by Redis: a fallback would leave all 1,000 (and send no RateLimit member at all).
+    const { res, before, after } = await timed(() => ping(app));
+    const members = fieldMembers(res.headers['ratelimit'])!;
+    expect(members).toEqual([{ name: 'default', r: 999, t: expect.any(Number) }]);
+    // A fixed hour: the next unit comes back at its end.
+    expect(secondsOver(before, after, (now) => 3_600_000 - (now % 3_600_000))).toContain(members[0].t);
     expect(lines.filter((l) => l.message.includes(PASSWORD))).toEqual([]);
   });
 
@@ -149,6 +163,30 @@ describe('the startup line names the store', () => {
       await cluster.stop();
     }
   }, 60_000);
+
+  it('a running Sentinel: the master name and the sentinel asked', async () => {
+    const sentinel = await startRedisSentinel({ name: 'limits', replicas: 0, sentinels: 1, quorum: 1 });
+    try {
+      const app = await boot({ redis: { sentinels: sentinel.sentinelAddresses, name: sentinel.name } });
+      expect(logged('log')).toEqual([
+        `Rate limits are kept in Redis Sentinel master "limits" via 127.0.0.1:${sentinel.sentinels[0].port}.`,
+      ]);
+      expect(logged('warn')).toEqual([]);
+      // Decided by the master the sentinel named: a fallback would leave all 1,000.
+      expect((await ping(app)).headers['ratelimit']).toMatch(/^"default";r=999;t=\d+$/);
+    } finally {
+      for (const app of apps.splice(0)) await app.close();
+      await sentinel.stop();
+    }
+  }, 30_000);
+
+  it('Redis over TLS, given the CA of its certificate', async () => {
+    const redis = await tlsServer();
+    const app = await boot({ redis: { host: '127.0.0.1', port: redis.tlsPort, tls: { ca: redis.certificate } } });
+    expect(logged('log')).toEqual([`Rate limits are kept in Redis at 127.0.0.1:${redis.tlsPort}.`]);
+    expect(logged('warn')).toEqual([]);
+    expect((await ping(app)).headers['ratelimit']).toMatch(/^"default";r=999;t=\d+$/);
+  });
 
   it('Sentinel options, Cluster nodes of every form and IPv6 addresses (no connection)', () => {
     const cluster = new Cluster([`redis://:${PASSWORD}@10.0.0.1:7000`, 7001, '10.0.0.2:7002', { host: '10.0.0.3', port: 7003 }], {
@@ -211,6 +249,18 @@ describe('a Redis that cannot be reached is named with the cause, and startup do
     expect(logged('warn')).toEqual([
       `Redis at 127.0.0.1:${port} is not reachable: connect ECONNREFUSED 127.0.0.1:${port}. ${STARTING_ANYWAY}`,
     ]);
+  });
+
+  it('rediss:// to a self-signed certificate and no CA: the certificate, once, and the app serves', async () => {
+    const redis = await tlsServer();
+    const started = Date.now();
+    const app = await boot({ redis: redis.tlsUrl, onStoreError: 'fail-closed' });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(logged('log')).toEqual([`Rate limits are kept in Redis at 127.0.0.1:${redis.tlsPort}.`]);
+    expect(logged('warn')).toEqual([`Redis at 127.0.0.1:${redis.tlsPort} is not reachable: self-signed certificate. ${STARTING_ANYWAY}`]);
+    // Requests get onStoreError while the handshake keeps failing, and the cause is not reported again.
+    for (let i = 0; i < 3; i++) expect((await ping(app)).status).toBe(503);
+    expect(logged('warn')).toHaveLength(1);
   });
 });
 
