@@ -12,6 +12,7 @@ import type { RateLimitModuleOptions } from './interfaces/module-options.interfa
 import { RateLimitEngine } from './rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { charged, decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
+import { LeaseHeartbeats } from './routes/lease-heartbeats';
 import { planWithout, type RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import { RouteSettlements } from './routes/route-settlement';
@@ -43,6 +44,8 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly contexts: RateLimitContexts;
   private readonly deadlines: UserFunctionDeadlines;
   private readonly settlements: RouteSettlements;
+  /** Renews the `concurrency` leases of HTTP calls whose work is still running. */
+  private readonly heartbeats: LeaseHeartbeats;
   private readonly storeFailure = new IntervalWarning('RateLimitGuard');
   /** Per plan, the policies its headers show when some are hidden (null: all are); see shownPolicies. */
   private readonly shown = new WeakMap<RoutePlan, number[] | null>();
@@ -62,6 +65,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.contexts = new RateLimitContexts(options);
     this.deadlines = new UserFunctionDeadlines(options.userFunctionTimeoutMs ?? DEFAULT_USER_FUNCTION_TIMEOUT_MS);
     this.settlements = new RouteSettlements(engine, this.deadlines);
+    this.heartbeats = new LeaseHeartbeats(engine.store);
     const agents = options.ignoreUserAgents ?? [];
     this.ignoredAgents = agents.length > 0 ? agents.map((r) => new RegExp(r.source, r.flags.replace(/[gy]/g, ''))) : undefined;
     this.skipsCalls = this.ignoredAgents !== undefined || options.skipIf !== undefined;
@@ -212,20 +216,26 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     return this.options.errorFormat === 'problem+json' && call instanceof HttpExchange;
   }
 
-  /** A call still waiting for a policy function is failed now (its deadline's ticker stops). */
+  /** A call still waiting for a policy function is failed now (its deadline's ticker stops); no lease is renewed any more. */
   onApplicationShutdown(): void {
     this.deadlines.close();
+    this.heartbeats.close();
   }
 
   /**
    * After the response, refunds outcomes `countOnly` does not count, releases `concurrency` leases and
    * settles `settle` policies (only where the call has an end signal: HTTP, GraphQL over HTTP); leases and
-   * settlements wait for the handler to have settled too. Only what the store {@link charged} is given back:
+   * settlements wait for the handler to have settled too; until then an HTTP call's leases are renewed every
+   * third of their window (see LeaseHeartbeats). Only what the store {@link charged} is given back:
    * a fallback's answer during an outage took nothing from Redis, and giving it back there would erase real counts.
    */
   private settleOnEnd(context: ExecutionContext, call: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
     const heldSince = plan.leaseHold ? Date.now() : 0;
+    // Only where the call's end is certain to be heard (an HTTP response always closes): a WebSocket or RPC
+    // call has no end signal, so its leases just expire after their window.
+    const stopRenewing = plan.holdsLeases && call instanceof HttpExchange ? this.heartbeats.keepRoute(plan, outcome) : undefined;
     call.onEnd(({ statusCode, aborted }) => {
+      stopRenewing?.();
       const failed = aborted || statusCode >= 400;
       const calls: RateLimitCall[] = [];
       let released = false;

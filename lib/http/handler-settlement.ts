@@ -11,7 +11,8 @@ type Carrier = { [SETTLEMENT]?: HandlerSettlement };
  * When the work of one request that holds a `concurrency` lease has ended: once its response is over (sent,
  * or the client went away) and, if its handler started, once the handler has settled too, whichever is
  * later. A client that aborts does not stop Nest from running the handler, so the socket closing alone
- * would free the lease while the work goes on.
+ * would free the lease while the work goes on. Until then the guard keeps the leases alive past their
+ * `window` (`LeaseHeartbeats`), so a long handler keeps its slot.
  *
  * The guard attaches it to the request; {@link HandlerSettledInterceptor}, which runs only on routes that
  * hold leases, reports the handler starting and settling. Where no handler runs (a later guard rejected),

@@ -47,12 +47,27 @@ async function renew(engine: RateLimitEngine, renewal: RateLimitCall, assertOpen
 
 /**
  * The call that renews the lease `call` took, to expire `ms` (default: its window) from the store's now: a
- * negative cost names the lease's units (see concurrency.lua). No lockout applies (a lockout stops new leases,
- * not the renewal of one held): the call reads a lockout key that is never written, and writes none.
+ * negative cost names the lease's units (see concurrency.lua). The lockout key it reads is never written.
  */
 function renewalOf(call: RateLimitCall, compiled: CompiledPolicy, ms: Duration | undefined): RateLimitCall {
   const windowMs = ms === undefined ? call.params.windowMs : parseDuration(ms, 'lease.extend: ms');
-  const params = resolveParams(compiled, call.params.limit, windowMs, 'lease.extend');
-  // Nor a deny: it stops new leases, as a lockout does, not the renewal of one held.
-  return { ...call, cost: -call.cost, params, blockForMs: 0, blockKey: `${call.blockKey}:none`, denyKey: undefined };
+  return leaseRenewal(call, resolveParams(compiled, call.params.limit, windowMs, 'lease.extend'));
+}
+
+/**
+ * The call that renews the lease `call` took for `params.windowMs` from the store's now (a route's
+ * heartbeat, `lease.extend()`): its units as a negative cost, no lockout, and no deny either — both stop new
+ * leases, not the renewal of one held.
+ */
+export function leaseRenewal(call: RateLimitCall, params = call.params): RateLimitCall {
+  return {
+    ...call,
+    cost: -call.cost,
+    params,
+    blockForMs: 0,
+    escalate: undefined,
+    blockKey: `${call.blockKey}:none`,
+    denyKey: undefined,
+    refundable: false,
+  };
 }

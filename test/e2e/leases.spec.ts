@@ -1,12 +1,18 @@
 import { Controller, Get, Headers, Injectable, type INestApplication } from '@nestjs/common';
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { RateLimit } from '../../lib';
+import { RATE_LIMIT_STORE, RateLimit } from '../../lib';
+import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { Gate } from '../support/gate';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
 
 const LIMIT = 5;
 const HANDLER_MS = 200;
+/** The issue's probe: 1,000 requests at 10 per 20 ms, one in five aborted by its client after 5 ms. */
+const BATCHES = 100;
+/** A lease window shorter than the work: the heartbeat keeps the lease held, renewing it every 100 ms. */
+const LEASE_MS = 300;
+const LONG_MS = 900;
 
 /** Counts the `/work` handlers running at once. */
 @Injectable()
@@ -16,6 +22,8 @@ class Inside {
   /** Handlers that ran for a request whose client had gone after 5 ms. */
   abandoned = 0;
   admitted = 0;
+  /** When the running `/long` handler started (performance.now()), or undefined. */
+  longSince: number | undefined;
 }
 
 @Controller()
@@ -29,6 +37,19 @@ class LeasesController {
   @RateLimit({ algorithm: 'concurrency', limit: 2, window: '30s' })
   async gated() {
     await this.gate.pass();
+    return 'done';
+  }
+
+  /** Works `x-ms` ms (default 900), past its 300 ms lease window. */
+  @Get('long')
+  @RateLimit({ algorithm: 'concurrency', limit: 1, window: LEASE_MS, name: 'long' })
+  async long(@Headers('x-ms') ms?: string) {
+    this.inside.longSince = performance.now();
+    try {
+      await sleep(ms === undefined ? LONG_MS : Number(ms));
+    } finally {
+      this.inside.longSince = undefined;
+    }
     return 'done';
   }
 
@@ -68,8 +89,8 @@ describe.each(MATRIX)('concurrency leases under client aborts on $adapter with t
   });
 
   /** One request on its own connection that the client may abandon (`abort`); its status, or 0 when aborted. */
-  const open = (path: string, abandons: boolean) => {
-    const req = httpRequest({ host: '127.0.0.1', port, path, agent: false, headers: abandons ? { 'x-abort': '1' } : {} });
+  const open = (path: string, abandons: boolean, headers: Record<string, string> = {}) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, agent: false, headers: abandons ? { ...headers, 'x-abort': '1' } : headers });
     const status = new Promise<number>((resolve) => {
       req.on('response', (res) => {
         res.resume();
@@ -82,8 +103,8 @@ describe.each(MATRIX)('concurrency leases under client aborts on $adapter with t
   };
 
   /** One request; `abortAfterMs` destroys it that long after it was sent. */
-  const send = (abortAfterMs?: number, path = '/work') => {
-    const request = open(path, abortAfterMs !== undefined);
+  const send = (abortAfterMs?: number, path = '/work', headers?: Record<string, string>) => {
+    const request = open(path, abortAfterMs !== undefined, headers);
     if (abortAfterMs !== undefined) setTimeout(request.abort, abortAfterMs);
     return request.status;
   };
@@ -127,8 +148,9 @@ describe.each(MATRIX)('concurrency leases under client aborts on $adapter with t
       request.abort();
       pending.push(request.status);
     }
-    // Then 400 more over ~800 ms, one in five aborting after 5 ms.
-    for (let batch = 0; batch < 40; batch++) {
+    // Then 1,000 more over ~2 s, one in five aborting after 5 ms.
+    const started = performance.now();
+    for (let batch = 0; batch < BATCHES; batch++) {
       await sleep(20);
       for (let i = 0; i < 10; i++) pending.push(send(i % 5 === 0 ? 5 : undefined));
     }
@@ -136,13 +158,55 @@ describe.each(MATRIX)('concurrency leases under client aborts on $adapter with t
     for (const started = Date.now(); inside.running > 0 && Date.now() - started < 2_000;) await sleep(10);
     const count = (status: number) => statuses.filter((s) => s === status).length;
     console.log(
-      `${adapter}/${store}: ${pending.length} requests (${LIMIT} abandoned once admitted, 80 aborted after 5 ms): at most ${inside.max} handlers at once; ` +
+      `${adapter}/${store}: ${pending.length} requests (${LIMIT} abandoned once admitted, ${BATCHES * 2} aborted after 5 ms) in ` +
+        `${Math.round(performance.now() - started)} ms: at most ${inside.max} handlers at once; ` +
         `${inside.admitted} admitted (${inside.abandoned} of them abandoned by their client), ${count(200)} × 200, ${count(429)} × 429`,
     );
+    expect(pending.length).toBe(LIMIT + BATCHES * 10);
     expect(inside.abandoned).toBeGreaterThanOrEqual(LIMIT);
     expect(inside.max).toBeLessThanOrEqual(LIMIT);
     expect(inside.running).toBe(0);
     // And no lease leaked: all five are free again.
     expect(await Promise.all(Array.from({ length: LIMIT }, () => send()))).toEqual(new Array(LIMIT).fill(200));
+  }, 30_000);
+
+  it(`a handler working ${LONG_MS} ms keeps its ${LEASE_MS} ms lease the whole time (renewed while it runs, never after), and frees it as it ends`, async () => {
+    const inside = app.get(Inside);
+    const decide = jest.spyOn(app.get<RateLimitStore>(RATE_LIMIT_STORE), 'decide');
+    // Renewals are the store calls of a negative cost (the lease's units); the guard's own decisions are positive.
+    const renewals = () => decide.mock.calls.filter(([calls]) => calls[0].cost < 0).length;
+    const long = send(undefined, '/long');
+    await until(() => inside.longSince !== undefined);
+    const since = inside.longSince!;
+    const probes: Array<{ at: number; status: number }> = [];
+    for (const at of [100, 400, 700]) {
+      await sleep(since + at - performance.now());
+      const sentAt = Math.round(performance.now() - since);
+      probes.push({ at: sentAt, status: await send(undefined, '/long', { 'x-ms': '0' }) });
+    }
+    expect(await long).toBe(200);
+    const endedAt = performance.now();
+    // The slot is free as soon as the work is over: well before the lease, last renewed within the last 100 ms, would expire.
+    let freedAfter = Infinity;
+    while (performance.now() - endedAt < 1_000) {
+      if ((await send(undefined, '/long', { 'x-ms': '0' })) === 200) {
+        freedAfter = performance.now() - endedAt;
+        break;
+      }
+    }
+    const atEnd = renewals();
+    await sleep(2 * LEASE_MS);
+    console.log(
+      `${adapter}/${store}: 429 for the probes sent ${probes.map((p) => p.at).join(', ')} ms into the ${LONG_MS} ms handler ` +
+        `(lease window ${LEASE_MS} ms); ${atEnd} renewals; slot free ${Math.round(freedAfter)} ms after the response`,
+    );
+    expect(probes.map((p) => p.status)).toEqual([429, 429, 429]);
+    expect(probes[2].at).toBeGreaterThanOrEqual(2 * LEASE_MS);
+    expect(freedAfter).toBeLessThan(150);
+    // One renewal per third of the window while the handler ran: 9 at most, none since.
+    expect(atEnd).toBeGreaterThanOrEqual(4);
+    expect(atEnd).toBeLessThanOrEqual(LONG_MS / (LEASE_MS / 3));
+    expect(renewals()).toBe(atEnd);
+    decide.mockRestore();
   });
 });

@@ -1,8 +1,9 @@
 /**
- * Shutdown on a real Nest app with a real Redis (a URL, so the module owns the client and closes it): closing
- * the app ends every pending `acquire()` wait at once with a RateLimitShutdownError, an HTTP request waiting
- * in `acquire()` does not hold `app.close()` up, nothing is decided after close (a closed store must not grant
- * with its fallback), and a process whose app closed exits at once (no timer of ours keeps it alive).
+ * Shutdown on a real Nest app, on the memory store and on a real Redis (a URL, so the module owns the client
+ * and closes it): closing the app ends every pending `acquire()` wait at once with a RateLimitShutdownError, an
+ * HTTP request waiting in `acquire()` does not hold `app.close()` up, nothing is decided after close (a closed
+ * store must not grant with its fallback), and a process whose app closed exits at once (no timer of ours keeps
+ * it alive).
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import request from 'supertest';
 import { RateLimitModule, RateLimiterService, RateLimitWaitError, type RateLimitPolicy } from '../../lib';
 import { RateLimitShutdownError } from '../../lib';
 import { startRedis, type RedisProcess } from '../support/redis-server';
-import { ADAPTERS, bootApp, sleep } from './harness';
+import { bootApp, MATRIX, sleep, type StoreName } from './harness';
 
 /** One unit per 20 s: once it is taken, every acquire must wait about 20 s. */
 const PARTNER: RateLimitPolicy = { algorithm: 'token-bucket', limit: 1, window: '20s', name: 'partner' };
@@ -36,7 +37,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-describe.each(ADAPTERS)('shutdown (%s)', (adapter) => {
+describe.each(MATRIX)('shutdown ($adapter, $store store)', ({ adapter, store }) => {
   let app: INestApplication;
   let decisions: number;
 
@@ -46,7 +47,7 @@ describe.each(ADAPTERS)('shutdown (%s)', (adapter) => {
       adapter,
       imports: [
         RateLimitModule.forRoot({
-          redis: redis.url,
+          redis: store === 'redis' ? redis.url : undefined,
           prefix: `shutdown${process.pid}-${++prefixes}`,
           hooks: { decision: () => decisions++ },
         }),
@@ -76,7 +77,9 @@ describe.each(ADAPTERS)('shutdown (%s)', (adapter) => {
     const closeMs = performance.now() - closeStarted;
     await Promise.all(waits);
     const slowest = Math.max(...settled.map((s) => s.ms));
-    console.log(`${adapter}: app.close() took ${closeMs.toFixed(1)} ms; the 3 waits rejected within ${slowest.toFixed(1)} ms of its start`);
+    console.log(
+      `${adapter}/${store}: app.close() took ${closeMs.toFixed(1)} ms; the 3 waits rejected within ${slowest.toFixed(1)} ms of its start`,
+    );
     expect(slowest).toBeLessThan(100);
     for (const { value } of settled) {
       expect(value).toBeInstanceOf(RateLimitShutdownError);
@@ -113,50 +116,59 @@ describe.each(ADAPTERS)('shutdown (%s)', (adapter) => {
     await app.close();
     const closeMs = performance.now() - started;
     const status = await response;
-    console.log(`${adapter}: with a request waiting in acquire(), app.close() took ${closeMs.toFixed(1)} ms; the request got ${status}`);
+    console.log(
+      `${adapter}/${store}: with a request waiting in acquire(), app.close() took ${closeMs.toFixed(1)} ms; the request got ${status}`,
+    );
     expect(closeMs).toBeLessThan(1_000);
     expect(status).toBe(500);
   }, 15_000);
 });
 
 describe('shutdown (a process of its own)', () => {
-  it('a process whose app closed while acquire() calls waited exits at once: no timer keeps it alive', async () => {
-    const root = join(__dirname, '..', '..');
-    let exitedAt = 0;
-    const { stdout } = await new Promise<{ stdout: string }>((resolve, reject) => {
-      execFile(
-        process.execPath,
-        ['-r', 'ts-node/register/transpile-only', join(root, 'test', 'support', 'shutdown-worker.ts')],
-        {
-          cwd: root,
-          env: {
-            ...process.env,
-            TS_NODE_PROJECT: join(root, 'tsconfig.json'),
-            REDIS_URL: redis.url,
-            PREFIX: `shutdown-worker${process.pid}`,
-            WAITS: '3',
+  it.each<StoreName>(['memory', 'redis'])(
+    'a process whose app closed while acquire() calls waited exits at once: no timer keeps it alive (%s store)',
+    async (store) => {
+      const root = join(__dirname, '..', '..');
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        TS_NODE_PROJECT: join(root, 'tsconfig.json'),
+        PREFIX: `shutdown-worker${process.pid}`,
+        WAITS: '3',
+      };
+      // Without REDIS_URL the worker's module keeps its limits in memory.
+      if (store === 'redis') env.REDIS_URL = redis.url;
+      else delete env.REDIS_URL;
+      let exitedAt = 0;
+      const { stdout } = await new Promise<{ stdout: string }>((resolve, reject) => {
+        execFile(
+          process.execPath,
+          ['-r', 'ts-node/register/transpile-only', join(root, 'test', 'support', 'shutdown-worker.ts')],
+          {
+            cwd: root,
+            env,
+            timeout: 15_000,
           },
-          timeout: 15_000,
-        },
-        (error, out, err) => {
-          exitedAt = Date.now();
-          if (error) reject(new Error(`shutdown-worker failed: ${error.message}\n${err}`));
-          else resolve({ stdout: out });
-        },
+          (error, out, err) => {
+            exitedAt = Date.now();
+            if (error) reject(new Error(`shutdown-worker failed: ${error.message}\n${err}`));
+            else resolve({ stdout: out });
+          },
+        );
+      });
+      const { closeMs, closedAt, ended } = JSON.parse(stdout.trim().split('\n').pop()!) as {
+        closeMs: number;
+        closedAt: number;
+        ended: Array<{ ms: number; outcome: string }>;
+      };
+      const exitMs = exitedAt - closedAt;
+      console.log(
+        `worker (${store} store): app.close() took ${closeMs.toFixed(1)} ms; waits ended ${ended.map((e) => `${e.outcome} after ${e.ms.toFixed(1)} ms`).join(', ')}; ` +
+          `the process exited ${exitMs} ms after close began`,
       );
-    });
-    const { closeMs, closedAt, ended } = JSON.parse(stdout.trim().split('\n').pop()!) as {
-      closeMs: number;
-      closedAt: number;
-      ended: Array<{ ms: number; outcome: string }>;
-    };
-    const exitMs = exitedAt - closedAt;
-    console.log(
-      `worker: app.close() took ${closeMs.toFixed(1)} ms; waits ended ${ended.map((e) => `${e.outcome} after ${e.ms.toFixed(1)} ms`).join(', ')}; ` +
-        `the process exited ${exitMs} ms after close began`,
-    );
-    expect(ended.map((e) => e.outcome)).toEqual(['RateLimitShutdownError', 'RateLimitShutdownError', 'RateLimitShutdownError']);
-    for (const { ms } of ended) expect(ms).toBeLessThan(100);
-    expect(exitMs).toBeLessThan(1_000);
-  }, 30_000);
+      expect(ended.map((e) => e.outcome)).toEqual(['RateLimitShutdownError', 'RateLimitShutdownError', 'RateLimitShutdownError']);
+      for (const { ms } of ended) expect(ms).toBeLessThan(100);
+      expect(exitMs).toBeLessThan(1_000);
+    },
+    30_000,
+  );
 });

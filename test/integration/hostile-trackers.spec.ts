@@ -4,14 +4,20 @@
  * keep only short strings of their own. Measured as heap retained after GC: 10,000 distinct 15 KB trackers
  * (150 MB of tracker text), or 40-character trackers sliced out of 15 KB strings (which keep those strings
  * alive if the slice itself is kept), must retain at most {@link ALLOWANCE} more than 10,000 plain
- * 40-character trackers do (the store's own state for 10,000 clients).
+ * 40-character trackers do (the store's own state for 10,000 clients). Through real apps on Express and
+ * Fastify: a 15 KB header read by `by`, a trusted X-Forwarded-For, and the issue's case — `POST /login` with
+ * `by` reading `body.username`, 150 usernames of 1 MB, on the memory store and on Redis (before the fix, an app
+ * with a 160 MB heap died after 144 of them).
  */
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { Controller, Get, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import { Controller, Get, HttpCode, Post, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { Test } from '@nestjs/testing';
+import type { Redis } from 'ioredis';
 import { RateLimit, RateLimitModule } from '../../lib';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { IpTrackers } from '../../lib/http/tracker';
@@ -21,9 +27,9 @@ import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
 import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefixes } from '../../lib/utils/keys';
-import { bootApp, type AdapterName } from '../e2e/harness';
+import { bootApp, initApp, MATRIX, type AdapterName } from '../e2e/harness';
 import { memoryHarness } from '../support/memory-harness';
-import { libraryClient, startRedis } from '../support/redis-server';
+import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -151,19 +157,30 @@ class HostileController {
   }
 }
 
-/** GETs `path` `count` times over 8 keep-alive connections, the i-th with `headersOf(i)`; the status codes. */
-async function hammer(port: number, path: string, count: number, headersOf: (i: number) => Record<string, string>): Promise<number[]> {
+/**
+ * GETs `path` `count` times over 8 keep-alive connections, the i-th with `headersOf(i)`, or POSTs `bodyOf(i)` as
+ * JSON when given; the status codes.
+ */
+async function hammer(
+  port: number,
+  path: string,
+  count: number,
+  headersOf: (i: number) => Record<string, string>,
+  bodyOf?: (i: number) => string,
+): Promise<number[]> {
   const agent = new Agent({ keepAlive: true, maxSockets: 8 });
   const statuses: number[] = [];
   const one = (i: number) =>
     new Promise<void>((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port, path, agent, headers: headersOf(i) }, (res) => {
+      const method = bodyOf ? 'POST' : 'GET';
+      const headers = bodyOf ? { ...headersOf(i), 'content-type': 'application/json' } : headersOf(i);
+      const req = request({ host: '127.0.0.1', port, path, method, agent, headers }, (res) => {
         statuses.push(res.statusCode ?? 0);
         res.resume();
         res.on('end', resolve);
       });
       req.on('error', reject);
-      req.end();
+      req.end(bodyOf?.(i));
     });
   try {
     for (let i = 0; i < count; i += 8) await Promise.all(Array.from({ length: Math.min(8, count - i) }, (_, j) => one(i + j)));
@@ -219,4 +236,78 @@ describe.each<AdapterName>(['express', 'fastify'])('hostile trackers through a r
     },
     120_000,
   );
+});
+
+const username = (context: ExecutionContext) => context.switchToHttp().getRequest<{ body?: { username?: string } }>().body?.username;
+
+@Controller()
+class LoginController {
+  @Post('login')
+  @HttpCode(200)
+  @RateLimit({ ...POLICY, by: username })
+  login() {
+    return 'ok';
+  }
+}
+
+/** The issue's logins: 150 usernames of 1 MB (a JSON body within Fastify's default 1 MiB limit). */
+const LOGINS = 150;
+const USERNAME = 1_000_000;
+
+describe.each(MATRIX)('hostile trackers from a request body on $adapter with the $store store', ({ adapter, store }) => {
+  let redis: RedisProcess | undefined;
+  let client: Redis | undefined;
+  let apps = 0;
+  beforeAll(async () => {
+    if (store !== 'redis') return;
+    redis = await startRedis();
+    client = await libraryClient(redis.url);
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+
+  /** Heap a fresh app retains after {@link LOGINS} `POST /login`, the i-th for `usernameOf(i)` (the app is kept alive until measured). */
+  async function retainedByLogins(usernameOf: (i: number) => string): Promise<number> {
+    const moduleRef = await Test.createTestingModule({
+      imports: [RateLimitModule.forRoot({ prefix: `hostile-body-${++apps}`, redis: client })],
+      controllers: [LoginController],
+    }).compile();
+    const app = await initApp((httpAdapter, options) => {
+      if (adapter === 'fastify') return moduleRef.createNestApplication(httpAdapter, options);
+      // Express's JSON parser takes 100 KB by default: 2 MB lets the 1 MB usernames in.
+      const express = moduleRef.createNestApplication<NestExpressApplication>(httpAdapter, { ...options, bodyParser: false });
+      express.useBodyParser('json', { limit: '2mb' });
+      return express;
+    }, adapter);
+    try {
+      await app.listen(0, '127.0.0.1');
+      const { port } = app.getHttpServer().address() as AddressInfo;
+      const body = (i: number) => JSON.stringify({ username: usernameOf(i) });
+      await hammer(port, '/login', 8, () => ({}), body); // warm-up
+      const before = await liveBytes();
+      expect(
+        new Set(
+          await hammer(
+            port,
+            '/login',
+            LOGINS,
+            () => ({}),
+            (i) => body(i + 8),
+          ),
+        ),
+      ).toEqual(new Set([200]));
+      return (await liveBytes()) - before;
+    } finally {
+      await app.close();
+    }
+  }
+
+  it('150 logins with 1 MB usernames (`by` reading body.username) retain what 150 plain ones do', async () => {
+    const plain = await retainedByLogins(KINDS.plain);
+    const hostile = await retainedByLogins((i) => `${i}-${junk(USERNAME - 8)}`);
+    console.log(`${adapter}/${store}, ${LOGINS} logins: 40-character usernames +${MB(plain)}, 1 MB usernames +${MB(hostile)}`);
+    expect(hostile).toBeLessThan(plain + ALLOWANCE);
+  }, 120_000);
 });

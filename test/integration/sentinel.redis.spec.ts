@@ -5,29 +5,27 @@
  *    the old master is finally demoted (~11 s later, and every decision it took meanwhile was lost). A fixed
  *    window of 100 under a steady stream across the failover admits 100, plus only the decisions the old
  *    master took between the replica's promotion and the sentinels' `+switch-master` (replication is
- *    asynchronous, and the sentinels announce the new master only once they have seen it promoted).
- *  - The README's ACL, plus `+info`, lets the library's own client connect — directly and through Sentinel —
- *    without a warning (ioredis's ready check and its Sentinel role check run `INFO`), and decide every
- *    algorithm.
+ *    asynchronous, and the sentinels announce the new master only once they have seen it promoted). That
+ *    excess is bounded absolutely too: at most 30 over the limit (the client that stayed on the old master
+ *    admitted 60 over).
+ * The README's ACL, through Sentinel too, is checked in acl.redis.spec.ts.
  */
-import { Logger } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
-import { RATE_LIMIT_ALGORITHMS, type RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
 import type { RedisStore } from '../../lib/stores/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
-import { startRedis, startRedisSentinel, type RedisProcess, type RedisSentinelProcess } from '../support/redis-server';
+import { startRedisSentinel, type RedisSentinelProcess } from '../support/redis-server';
 
 const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = () => performance.now();
 
 const setups: RedisSentinelProcess[] = [];
-const servers: RedisProcess[] = [];
 const stores: RateLimitStore[] = [];
 const clients: Redis[] = [];
 
@@ -35,7 +33,6 @@ afterAll(async () => {
   for (const store of stores) await store.close().catch(() => undefined);
   for (const client of clients) client.disconnect();
   for (const setup of setups) await setup.stop();
-  for (const server of servers) await server.stop(true);
 });
 
 /** A store and service built as the module builds them (`createStore`), connected before it returns. */
@@ -63,6 +60,8 @@ interface Sample {
 describe('Sentinel failover', () => {
   const LIMIT = 100;
   const PACE_MS = 20;
+  /** Most admissions over the limit (README › Guarantees, "Sentinel failover"). */
+  const MAX_EXCESS = 30;
 
   it('a client created from { sentinels, name } follows SENTINEL FAILOVER at once; a fixed window of 100 admits 100 + what the old master took after the promotion', async () => {
     const setup = await startRedisSentinel({ replicas: 1, sentinels: 3, quorum: 2, downAfterMs: 1_000, failoverTimeoutMs: 3_000 });
@@ -133,109 +132,10 @@ describe('Sentinel failover', () => {
     // The client leaves the old master when the sentinels announce the new one, not when the old one is demoted.
     expect(leftOldAt - switchedAt).toBeLessThan(100);
     expect(reachedNewAt - failoverAt).toBeLessThan(3_000);
-    // Exact but for the decisions the old master took between the promotion and the switch.
+    // Exact but for the decisions the old master took between the promotion and the switch...
     expect(admitted).toBeGreaterThanOrEqual(LIMIT);
     expect(admitted - LIMIT).toBeLessThanOrEqual(afterPromotion);
+    // ...which are few: a client left on the old master until its demotion admitted 160 (60 lost).
+    expect(admitted).toBeLessThanOrEqual(LIMIT + MAX_EXCESS);
   }, 45_000);
-});
-
-describe('the README ACL', () => {
-  const ACL =
-    '~rl:* +evalsha +eval +ping +type +del +time +get +set +hmget +hset +pexpire +zadd +zrem +zcard +zcount +zrange +zremrangebyscore +zremrangebyrank';
-
-  /** Every algorithm through consume, peek, refund, block, unblock and reset: each decided by Redis, none failed. */
-  async function everyAlgorithm(svc: RateLimiterService): Promise<void> {
-    for (const algorithm of RATE_LIMIT_ALGORITHMS) {
-      const policy: RateLimitPolicy = { algorithm, limit: 2, window: '1h', name: `acl-${algorithm}` };
-      const outcomes: string[] = [];
-      const record = (d: { allowed: boolean; reason?: string }) =>
-        outcomes.push(`${d.allowed ? 'allowed' : 'rejected'}${d.reason ? ` ${d.reason}` : ''}`);
-      record(await svc.consume(policy, 'u'));
-      record(await svc.peek(policy, 'u'));
-      if (algorithm === 'concurrency') {
-        const lease = await svc.lease(policy, 'u');
-        record(lease.decision);
-        await lease.release();
-      } else {
-        record(await svc.consume(policy, 'u'));
-        await svc.refund(policy, 'u', 1);
-      }
-      record(await svc.consume(policy, 'u'));
-      record(await svc.consume(policy, 'u'));
-      await svc.block(policy, 'u', '1h');
-      record(await svc.consume(policy, 'u'));
-      await svc.unblock(policy, 'u');
-      await svc.reset(policy, 'u');
-      record(await svc.consume(policy, 'u'));
-      expect({ algorithm, outcomes }).toEqual({
-        algorithm,
-        outcomes: ['allowed', 'allowed', 'allowed', 'allowed', 'rejected', 'rejected blocked', 'allowed'],
-      });
-    }
-  }
-
-  /** Creates the `ratelimit` user on a server. */
-  async function addUser(port: number, rules: string): Promise<void> {
-    const admin = new Redis({ port, maxRetriesPerRequest: 1 });
-    try {
-      await admin.call('ACL', 'SETUSER', 'ratelimit', 'reset', 'on', '>secret', ...rules.split(' '));
-    } finally {
-      admin.disconnect();
-    }
-  }
-
-  /** What ioredis prints with console.warn while `work` runs (its ready check when INFO is denied), and the library's warnings. */
-  async function warnings(work: () => Promise<void>): Promise<string[]> {
-    const seen: string[] = [];
-    const consoleWarn = jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => void seen.push(args.map(String).join(' ')));
-    const loggerWarn = jest.spyOn(Logger.prototype, 'warn').mockImplementation((message: unknown) => void seen.push(String(message)));
-    try {
-      await work();
-    } finally {
-      consoleWarn.mockRestore();
-      loggerWarn.mockRestore();
-    }
-    return seen;
-  }
-
-  it('as documented (without +info): ioredis warns that INFO is denied on every connection', async () => {
-    const redis = await startRedis();
-    servers.push(redis);
-    await addUser(redis.port, ACL);
-    const seen = await warnings(async () => {
-      const { svc } = await service({
-        redis: `redis://ratelimit:secret@127.0.0.1:${redis.port}`,
-        onStoreError: 'fail-closed',
-        prefix: 'rl',
-      });
-      expect((await svc.consume({ algorithm: 'gcra', limit: 1, window: '1s' }, 'x')).reason).toBeUndefined();
-    });
-    expect(seen.join('\n')).toContain('Skipping the ready check because INFO command fails');
-  });
-
-  it('with +info: no warning, every algorithm decided by Redis, directly and through Sentinel (role check included)', async () => {
-    const redis = await startRedis();
-    servers.push(redis);
-    await addUser(redis.port, `${ACL} +info`);
-    const setup = await startRedisSentinel({ replicas: 1, sentinels: 1, quorum: 1 });
-    setups.push(setup);
-    // ACL users are per server: the replica (a master after a failover) needs one too.
-    for (const server of [setup.master, ...setup.replicas]) await addUser(server.port, `${ACL} +info`);
-    const seen = await warnings(async () => {
-      // No hot-key shedding: every decision, the lockout's included, is Redis's.
-      const direct = await service({
-        redis: `redis://ratelimit:secret@127.0.0.1:${redis.port}`,
-        onStoreError: 'fail-closed',
-        hotKeyShedding: false,
-      });
-      await everyAlgorithm(direct.svc);
-      const viaSentinel = await service({
-        redis: { sentinels: setup.sentinelAddresses, name: setup.name, username: 'ratelimit', password: 'secret' },
-        onStoreError: 'fail-closed',
-        hotKeyShedding: false,
-      });
-      await everyAlgorithm(viaSentinel.svc);
-    });
-    expect(seen).toEqual([]);
-  }, 30_000);
 });

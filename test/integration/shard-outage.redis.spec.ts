@@ -29,6 +29,14 @@ const PREFIX = 'rl';
 // Long enough that a busy CI box never turns a healthy master's decision into a missed deadline.
 const TIMEOUT_MS = 400;
 const CIRCUIT_MS = 250;
+/**
+ * README › Guarantees and failure modes, "Redis down or restarting": back on Redis "at most ~1.25 s (reconnect
+ * backoff capped at 1 s, plus the 250 ms circuit)" after a long outage. Fixed here, not read from the code, so
+ * a larger cap (the 2 s it was: 2.2 s measured) fails the test until the README says otherwise.
+ */
+const README_WORST_CASE_MS = 1_250;
+/** Scheduling slack on a shared 2-core box: the server's own start, a decision's round trip. */
+const SLACK_MS = 300;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = () => performance.now();
 const big: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1_000_000, window: '1h', name: 'big' };
@@ -250,13 +258,14 @@ describe('Redis Cluster: one master of three killed (each has a replica)', () =>
 });
 
 describe('standalone Redis: recovery after a long outage', () => {
-  it('worst case (restarted just after a reconnect attempt at the backoff cap): decisions back on Redis within cap + circuit', async () => {
+  it('worst case (restarted just after a reconnect attempt at the 1 s backoff cap): decisions back on Redis within the README’s ~1.25 s', async () => {
     const redis = await startRedis();
     servers.push(redis);
     const { svc, store } = service(redis.url);
     expect(await store.ready?.(5_000)).toBe(true);
     const client = (store as unknown as { primary: RedisStore }).primary.client as Redis;
     const cap = (OWNED_CLIENT_DEFAULTS.retryStrategy as (attempt: number) => number)(100);
+    expect(cap).toBe(1_000);
     const samples: Array<{ at: number; byRedis: boolean }> = [];
     let running = true;
     const load = (async () => {
@@ -290,6 +299,6 @@ describe('standalone Redis: recovery after a long outage', () => {
         `the server took ${Math.round(listening - restartAt)} ms to listen): decisions back on Redis ${Math.round(back - listening)} ms after it ` +
         `listened, ${Math.round(back - restartAt)} ms after the restart began.`,
     );
-    expect(back - restartAt).toBeLessThanOrEqual(cap + CIRCUIT_MS + 300);
+    expect(back - restartAt).toBeLessThanOrEqual(README_WORST_CASE_MS + SLACK_MS);
   }, 30_000);
 });
