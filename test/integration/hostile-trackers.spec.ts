@@ -76,16 +76,19 @@ const MB = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 /**
  * Heap retained by `count` calls of a fresh `setup()` per kind, the i-th with tracker `KINDS[kind](i)` (each
- * setup is kept alive until measured).
+ * setup is kept alive until measured). A reading below zero cannot be what the calls retained: memory of an
+ * earlier suite in this worker was freed meanwhile (sockets closing, say), so that kind is measured again.
  */
 async function retainedByKind(label: string, count: number, setup: () => (tracker: string) => unknown): Promise<Record<Kind, number>> {
   const results = {} as Record<Kind, number>;
   for (const kind of Object.keys(KINDS) as Kind[]) {
-    const run = setup();
-    const before = await liveBytes();
-    for (let i = 0; i < count; i++) await run(KINDS[kind](i));
-    results[kind] = (await liveBytes()) - before;
-    expect(run).toBeDefined(); // keeps `run` (and its state) reachable until measured
+    for (let attempt = 0; attempt < 3 && !(results[kind] >= 0); attempt++) {
+      const run = setup();
+      const before = await liveBytes();
+      for (let i = 0; i < count; i++) await run(KINDS[kind](i));
+      results[kind] = (await liveBytes()) - before;
+      expect(run).toBeDefined(); // keeps `run` (and its state) reachable until measured
+    }
   }
   console.log(`${label}, ${count} trackers: ${(Object.keys(results) as Kind[]).map((k) => `${k} +${MB(results[k])}`).join(', ')}`);
   return results;
