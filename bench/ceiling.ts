@@ -44,7 +44,8 @@ interface Case {
 
 /**
  * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/lone.lua):
- * the policy's state and block keys, then the tracker's deny key; mode, cost, limit, window ms, burst, blockFor, token.
+ * the policy's state and block keys, then the tracker's deny key; one JSON array of the mode, then algorithm
+ * id, cost, limit, window ms, burst, blockFor, token.
  */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
   const prefix = `rl:{${tracker}}:`;
@@ -56,13 +57,7 @@ function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: numbe
     base + algorithm.keyTag,
     `${base}b`,
     prefix + DENY_KEY_SUFFIX,
-    'c',
-    '1',
-    String(limit),
-    String(WINDOW_MS),
-    String(limit),
-    '0',
-    '',
+    JSON.stringify(['c', algorithm.id, 1, limit, WINDOW_MS, limit, 0, '']),
   ];
 }
 

@@ -1,10 +1,9 @@
 --[[
   The script for one decision of one policy (decide-one.lua): what every quiet API, a Cluster and
-  `batchDecisions: false` send for nearly every request. Plain arguments, no JSON, no loop; the one
-  algorithm's fragment is spliced in where the marker stands.
-    KEYS  state key, lockout key, the tracker's deny key (one {hash tag})
-    ARGV  mode ('c' consume | 'p' peek), cost, limit, window (ms), burst, blockFor (ms, 0 = none), token
-          (a calendar window or an escalating lockout goes to decide.lua, which reads nested values)
+  `batchDecisions: false` send for nearly every request. The call is decide.lua's for one decision of one
+  policy (its keys, and its one JSON argument: Node pays per argument), without the loop and the error
+  slots; the one algorithm's fragment is spliced in where the marker stands. An escalating lockout goes to
+  decide.lua.
   Reply: { now, then the decision's six slots }, as one decision of decide.lua's reply. An error (a key holding
   someone else's data) fails the call.
 ]]
@@ -17,7 +16,6 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local reply = { now, 0, 0, 0, 0, 0, 0 }
 --@decide-one
 
-local _, alg = next(ALG)
-decideOne(alg, ARGV[1], KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
-  tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], 2)
+local d = cjson.decode(ARGV[1])
+decideOne(ALG[d[2]], d[1], KEYS[1], KEYS[2], KEYS[3], d[3], d[4], d[5], d[6], d[7], d[8], 2)
 return reply

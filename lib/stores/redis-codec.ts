@@ -44,31 +44,14 @@ export function appendCall(keys: string[], args: string[], calls: readonly RateL
   args.push(`${json}]`);
 }
 
-/** Keys of a lone decision (algorithms/lone.lua): state, lockout, deny. */
-export const LONE_KEY_COUNT = 3;
-
 /**
- * Whether a decision goes to its algorithm's lone script: one policy, consumed or peeked, with a plain window
- * and a plain lockout (a calendar window's periods and an escalating lockout are nested values decide.lua reads).
+ * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua, same keys and argument as
+ * {@link appendCall} writes): one policy, consumed or peeked, with a plain window and a plain lockout (a
+ * calendar window, which can fail the decision, and an escalating lockout go to decide.lua).
  */
 export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
   if (calls.length !== 1 || (mode !== 'c' && mode !== 'p')) return false;
-  const call = calls[0];
-  return call.params.periods === undefined && call.escalate === undefined;
-}
-
-/** Appends a lone decision's three keys and seven plain arguments (algorithms/lone.lua). */
-export function appendLoneCall(keys: string[], args: string[], call: RateLimitCall, mode: string): void {
-  keys.push(call.stateKey, call.blockKey, denyKeyOf(call));
-  args.push(
-    mode,
-    String(call.cost),
-    String(call.params.limit),
-    String(call.params.windowMs),
-    String(call.params.burst),
-    String(call.blockForMs),
-    call.token,
-  );
+  return calls[0].params.periods === undefined && calls[0].escalate === undefined;
 }
 
 /** A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag. */

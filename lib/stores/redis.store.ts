@@ -3,11 +3,9 @@ import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
 import {
   appendCall,
-  appendLoneCall,
   decisionKeyCount,
   explainWrongType,
   isLone,
-  LONE_KEY_COUNT,
   luaScript,
   MODE_CODE,
   parseDecision,
@@ -96,7 +94,7 @@ export class RedisStore implements RateLimitStore {
     const all = luaScript(composeDecideScript(algorithms));
     for (const algorithm of algorithms) {
       const { name, keyTag } = algorithm;
-      this.lone.set(name, transport.prepare(lone.get(name)!, LONE_KEY_COUNT, `rlDecideOne_${keyTag}`));
+      this.lone.set(name, transport.prepare(lone.get(name)!, decisionKeyCount(1), `rlDecideOne_${keyTag}`));
       this.single.set(name, transport.prepare(luaScript(composeDecideScript([algorithm])), decisionKeyCount(1), `rlDecide_${keyTag}`));
     }
     for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = transport.prepare(all, decisionKeyCount(n), `rlDecideAll_${n}`);
@@ -202,7 +200,7 @@ export class RedisStore implements RateLimitStore {
     const args: string[] = [];
     const first = batch[0];
     if (batch.length === 1 && isLone(first.calls, MODE_CODE[first.mode])) {
-      appendLoneCall(keys, args, first.calls[0], MODE_CODE[first.mode]);
+      appendCall(keys, args, first.calls, MODE_CODE[first.mode]);
       this.transport
         .evalScript(this.direct!.lone.get(first.calls[0].algorithm.name)!, keys, args)
         .then((reply) => this.settle(batch, reply as Reply))
@@ -234,21 +232,18 @@ export class RedisStore implements RateLimitStore {
   }
 
   private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
-    const keys: string[] = [];
-    const args: string[] = [];
-    let command: ScriptRunner | undefined;
-    if (isLone(calls, mode)) {
-      command = this.lone.get(calls[0].algorithm.name);
-      appendLoneCall(keys, args, calls[0], mode);
-    } else {
-      command = (calls.length === 1 && this.single.get(calls[0].algorithm.name)) || this.multi[calls.length];
-      appendCall(keys, args, calls, mode);
-    }
+    const name = calls[0].algorithm.name;
+    const command = isLone(calls, mode)
+      ? this.lone.get(name)
+      : (calls.length === 1 && this.single.get(name)) || this.multi[calls.length];
     if (!command) {
       throw new RateLimitStoreError(
         `A decision covers ${calls.length} policies of one tracker; at most ${MAX_POLICIES_PER_DECISION} are supported.`,
       );
     }
+    const keys: string[] = [];
+    const args: string[] = [];
+    appendCall(keys, args, calls, mode);
     try {
       return await command(keys, args);
     } catch (error) {

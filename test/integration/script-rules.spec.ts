@@ -22,7 +22,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory.store';
-import { appendCall, appendLoneCall, isLone, luaScript, type LuaScript } from '../../lib/stores/redis-codec';
+import { appendCall, isLone, luaScript, type LuaScript } from '../../lib/stores/redis-codec';
 import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis-scripts';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 import { compilePolicy, type CompiledPolicy } from '../../lib/utils/compile-policy';
@@ -177,7 +177,7 @@ function step(next: () => number, t: number): ScriptCall {
     const calls = callsOf(chosen, tracker, cost, `lease-${Math.floor(next() * 3)}`);
     const mode = pick(['c', 'c', 'c', 'p', 'r', 'b', 'x']);
     if (decisions === 1 && isLone(calls, mode)) {
-      appendLoneCall(keys, args, calls[0], mode);
+      appendCall(keys, args, calls, mode);
       return { script: lone.get(calls[0].algorithm.name)!, keys, args };
     }
     appendCall(keys, args, mode === 'b' ? calls.map((c) => ({ ...c, blockForMs: 40 + (t % 3) * 10 })) : calls, mode);
@@ -235,17 +235,15 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
   }, 60_000);
 
   it('the trace covers every algorithm, every mode, batches and multi-policy decisions', () => {
-    // A lone call's plain arguments, read as decide.lua's JSON array of one policy (mode, algorithm id, then the rest).
     const loneIds = new Map(registry.all().map((a) => [lone.get(a.name)!.sha, a.id]));
-    const decisions = trace.flatMap((c) => {
-      const id = loneIds.get(c.script.sha);
-      return id === undefined ? c.args.map((a) => JSON.parse(a) as unknown[]) : [[c.args[0], id, ...c.args.slice(1)]];
-    });
+    const decisions = trace.flatMap((c) => c.args.map((a) => JSON.parse(a) as unknown[]));
     expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set(['c', 'p', 'r', 'b', 'x']));
     const ids = new Set(decisions.flatMap((d) => d.filter((_, i) => i % 7 === 1)));
     expect(ids).toEqual(new Set(registry.all().map((a) => a.id)));
     // Every algorithm's lone script ran, consuming and peeking.
-    const loneRuns = new Set(trace.filter((c) => loneIds.has(c.script.sha)).map((c) => `${loneIds.get(c.script.sha)}${c.args[0]}`));
+    const loneRuns = new Set(
+      trace.filter((c) => loneIds.has(c.script.sha)).map((c) => `${loneIds.get(c.script.sha)}${(JSON.parse(c.args[0]) as string[])[0]}`),
+    );
     expect(loneRuns).toEqual(new Set(registry.all().flatMap((a) => [`${a.id}c`, `${a.id}p`])));
     expect(trace.some((c) => c.args.length === 3)).toBe(true);
     expect(decisions.some((d) => d.length > 8)).toBe(true);
