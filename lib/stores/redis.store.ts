@@ -233,9 +233,7 @@ export class RedisStore implements RateLimitStore {
 
   private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
     const name = calls[0].algorithm.name;
-    const command = isLone(calls, mode)
-      ? this.lone.get(name)
-      : (calls.length === 1 && this.single.get(name)) || this.multi[calls.length];
+    const command = isLone(calls, mode) ? this.lone.get(name) : (calls.length === 1 && this.single.get(name)) || this.multi[calls.length];
     if (!command) {
       throw new RateLimitStoreError(
         `A decision covers ${calls.length} policies of one tracker; at most ${MAX_POLICIES_PER_DECISION} are supported.`,
