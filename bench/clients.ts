@@ -7,13 +7,14 @@
  *
  *   TS_NODE_SWC=true node -r ts-node/register/transpile-only bench/clients.ts   (BENCH_ROUNDS, BENCH_DECISION_MS, BENCH_ONLY)
  *
- * Clients as an app sets them up: ioredis with `enableAutoPipelining` (as in bench/decisions.ts), node-redis
+ * Clients as an app sets them up: ioredis as the module creates it from a URL (as in bench/decisions.ts), node-redis
  * with `disableOfflineQueue` (as the README asks), GLIDE with a `requestTimeout` as long as the store deadline (its default, 250 ms, would
  * turn decisions of a stalled box into fallbacks, which would flatter it).
  */
 import { performance } from 'node:perf_hooks';
 import { GlideClient } from '@valkey/valkey-glide';
 import { Redis } from 'ioredis';
+import { OWNED_CLIENT_DEFAULTS } from '../lib/stores/create-store';
 import { createClient } from 'redis';
 import { RateLimitAlgorithmRegistry, RateLimitEngine, RateLimiterService } from '../lib';
 import type { RateLimitDecision, RateLimitModuleOptions, RateLimitPolicy, RateLimitStore } from '../lib';
@@ -47,7 +48,7 @@ interface Cell {
 async function variants(port: number): Promise<Variant[]> {
   const list: Variant[] = [];
   if (selected('ioredis')) {
-    const client = new Redis({ port, enableAutoPipelining: true });
+    const client = new Redis({ ...OWNED_CLIENT_DEFAULTS, port });
     list.push({ name: 'ioredis', client, close: async () => client.disconnect() });
   }
   if (selected('node-redis')) {

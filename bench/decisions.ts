@@ -11,6 +11,7 @@
  *   npm run bench:decisions      (BENCH_ROUNDS, BENCH_DECISION_MS, BENCH_DECISION_SCENARIOS, BENCH_ONLY, BENCH_QUICK)
  */
 import { Cluster, Redis } from 'ioredis';
+import { OWNED_CLIENT_DEFAULTS } from '../lib/stores/create-store';
 import { libraryCluster, startRedisCluster, type RedisClusterProcess } from '../test/support/redis-server';
 import { fallbackCount, runCell, walk, type Decide } from './support/decision-cell';
 import { CONCURRENCIES, DecisionResults, report } from './support/decision-report';
@@ -60,7 +61,8 @@ async function standalone(): Promise<Environment> {
   const redis = await benchRedis();
   const port = redis.port;
   const clients: Clients = {
-    ours: new Redis({ port, enableAutoPipelining: true }),
+    // As the module creates it from a URL.
+    ours: new Redis({ ...OWNED_CLIENT_DEFAULTS, port }),
     // As rate-limiter-flexible's README creates it.
     rlfPlain: new Redis({ port, enableOfflineQueue: false }),
     rlfAuto: new Redis({ port, enableAutoPipelining: true }),

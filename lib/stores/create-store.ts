@@ -11,15 +11,16 @@ import { isRedisClient } from './transports/client-types';
 
 /**
  * Defaults for clients this library creates: fail fast instead of queueing while disconnected (a rate
- * limiter must answer within its deadline), pipeline concurrent decisions automatically, and keep
- * reconnecting in the background. The backoff is capped at 1 s: once Redis is back, every moment until the
- * next attempt is decided by `onStoreError` (503s when fail-closed), while an attempt at a Redis that is down
- * costs a refused connection (with a 2 s cap, decisions came back up to 2.2 s after Redis listened again).
+ * limiter must answer within its deadline), and keep reconnecting in the background. The backoff is capped at
+ * 1 s: once Redis is back, every moment until the next attempt is decided by `onStoreError` (503s when
+ * fail-closed), while an attempt at a Redis that is down costs a refused connection (with a 2 s cap, decisions
+ * came back up to 2.2 s after Redis listened again). No auto-pipelining: the store batches a tick's decisions
+ * itself, and where it cannot (one call per decision: `batchDecisions: false`) ioredis's pipeline held the
+ * calls back (65k decisions/s at 64 callers, 98k without it).
  */
 export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
-  enableAutoPipelining: true,
   retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 1_000),
 };
 

@@ -337,7 +337,6 @@ export async function libraryCluster(
 ): Promise<Cluster> {
   const client = new Cluster(startupNodes, {
     enableOfflineQueue: false,
-    enableAutoPipelining: true,
     ...overrides,
     redisOptions: { maxRetriesPerRequest: 0, ...overrides.redisOptions },
   });
