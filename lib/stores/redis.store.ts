@@ -59,14 +59,15 @@ interface Queued {
  *
  * Calls with a fixed number of keys (decisions on a Cluster or with `batch` off, refunds, lockouts) are
  * prepared up front: per algorithm, the lone script for one policy's decision (algorithms/lone.lua) and a
- * lean one for its refunds and lockouts; per policy count, the script holding every algorithm. The client library is behind a {@link RedisScriptTransport}: ioredis,
- * node-redis or Valkey GLIDE, told apart by shape.
+ * lean one for its refunds and lockouts; per policy count, the script holding every algorithm. The client
+ * library is behind a {@link RedisScriptTransport}: ioredis, node-redis or Valkey GLIDE, told apart by shape.
  */
 export class RedisStore implements RateLimitStore {
   /** The client library's side of every call. */
   private readonly transport: RedisScriptTransport;
-  /** Per algorithm: one policy's decision, and one policy's refund, lockout or penalty. */
+  /** Per algorithm: one policy's decision (see {@link isLone}). */
   private readonly lone = new Map<string, ScriptRunner>();
+  /** Per algorithm: one policy's refund, lockout or penalty, or a decision the lone script does not take. */
   private readonly single = new Map<string, ScriptRunner>();
   /** `multi[n]` decides n policies of any algorithms. */
   private readonly multi: ScriptRunner[] = [];
@@ -198,16 +199,16 @@ export class RedisStore implements RateLimitStore {
     this.queue = [];
     const keys: string[] = [];
     const args: string[] = [];
+    for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
     const first = batch[0];
     if (batch.length === 1 && isLone(first.calls, MODE_CODE[first.mode])) {
-      appendCall(keys, args, first.calls, MODE_CODE[first.mode]);
+      // The lone script fails the call on an error (a key of the wrong type) where the batch script reports it in place.
       this.transport
         .evalScript(this.direct!.lone.get(first.calls[0].algorithm.name)!, keys, args)
         .then((reply) => this.settle(batch, reply as Reply))
         .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
       return;
     }
-    for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
     this.transport
       .evalScript(this.direct!.all, keys, args)
       .then((reply) => this.settle(batch, reply as Reply))
