@@ -9,7 +9,8 @@ import request from 'supertest';
 import { RateLimit, RateLimitModule } from '../../lib';
 import { bootApp, MATRIX, SharedRedis, storeOptions } from './harness';
 
-const ONE_PER_MINUTE = { algorithm: 'fixed-window', limit: 1, window: '1m' } as const;
+// A sliding log, not a fixed window: two requests a few ms apart must never straddle a window boundary.
+const ONE_PER_MINUTE = { algorithm: 'sliding-log', limit: 1, window: '1m' } as const;
 
 /**
  * A tracing-style decorator: replaces the method with a wrapper and copies its metadata, as such decorators
@@ -188,17 +189,17 @@ describe.each(MATRIX)('route keys on $adapter with the $store store', ({ adapter
       const client = await redis.client();
       const keys = (await client.keys(`${prefix}:*`)).map((key) => key.replace(/^.*\}:/, '')).sort();
       expect(keys).toEqual([
-        'r=AnonymousController.one:default:fw',
-        'r=AnonymousController.two:default:fw',
-        'r=InstanceHandlersController.one:default:fw',
-        'r=InstanceHandlersController.three:default:fw',
-        'r=InstanceHandlersController.two:default:fw',
+        'r=AnonymousController.one:default:sl',
+        'r=AnonymousController.two:default:sl',
+        'r=InstanceHandlersController.one:default:sl',
+        'r=InstanceHandlersController.three:default:sl',
+        'r=InstanceHandlersController.two:default:sl',
         // A handler a request-scoped instance sets on itself is found under no key Nest knows of: keyed by its name.
-        'r=PerRequestController.~bound%20find:default:fw',
-        'r=TracedController.first:default:fw',
-        'r=TracedController.plain%2Ex:default:fw',
-        'r=TracedController.plain:default:fw',
-        'r=TracedController.second:default:fw',
+        'r=PerRequestController.~bound%20find:default:sl',
+        'r=TracedController.first:default:sl',
+        'r=TracedController.plain%2Ex:default:sl',
+        'r=TracedController.plain:default:sl',
+        'r=TracedController.second:default:sl',
       ]);
     });
   }
