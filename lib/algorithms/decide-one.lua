@@ -1,6 +1,6 @@
 --[[
   One decision of one policy with a plain lockout (blockFor a number of ms): the call nearly every request
-  makes. Spliced into both dispatchers: lone.lua runs it once from plain arguments; decide.lua runs it for such a
+  makes. Spliced into both dispatchers: lone.lua runs it once for its call; decide.lua runs it for every such
   decision of a batch, and its general path for several policies or an escalating lockout. Same statuses and
   reply slots as decide.lua. Needs `now` and `reply` in scope.
 ]]

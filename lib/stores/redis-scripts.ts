@@ -18,8 +18,8 @@ export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): 
 
 /**
  * Builds the script for one decision of one policy of `algorithm` (algorithms/lone.lua): what a quiet API, a
- * Cluster and `batch: false` send for nearly every request, without the general dispatcher's JSON, loop and
- * error slots.
+ * Cluster and `batch: false` send for nearly every request, without the general dispatcher's loop and error
+ * slots.
  */
 export function composeLoneScript(algorithm: RateLimitAlgorithm): string {
   return LONE.replace('--@fragments', () => fragmentsOf([algorithm])).replace('--@decide-one', () => DECIDE_ONE);
