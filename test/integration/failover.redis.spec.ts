@@ -19,6 +19,7 @@ import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
 import { RedisStore } from '../../lib/stores/redis.store';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { backOnRedis, steadyLoad, trackersByMaster } from '../support/master-outage';
 import { REDIS_CLIENTS } from '../support/redis-clients';
 import { startRedisCluster } from '../support/redis-server';
 
@@ -28,12 +29,6 @@ const TRACKERS_PER_MASTER = 20;
 const big: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1_000_000, window: '1h', name: 'big' };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = () => performance.now();
-
-interface Sample {
-  master: number;
-  at: number;
-  byRedis: boolean;
-}
 
 beforeEach(() => {
   jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
@@ -67,53 +62,21 @@ describe.each(REDIS_CLIENTS)('$name: SIGKILL of one master of three (each has a 
     // Whether this client has a slot map: the store then knows each key's master.
     const bare = new RedisStore(client, registry.all(), false);
     try {
-      const owners = new Map<number, number>();
-      for (const [from, to, master] of await probe.cluster('SLOTS')) for (let slot = from; slot <= to; slot++) owners.set(slot, master[1]);
-      const byMaster = new Map<number, string[]>(cluster.masters.map((m) => [m.port, []]));
-      for (let i = 0; [...byMaster.values()].some((t) => t.length < TRACKERS_PER_MASTER); i++) {
-        const tracker = `client-${i}`;
-        const slot = (await probe.cluster('KEYSLOT', trackerKeyPrefix(PREFIX, tracker))) as number;
-        const group = byMaster.get(owners.get(slot)!)!;
-        if (group.length < TRACKERS_PER_MASTER) group.push(tracker);
-      }
+      const byMaster = await trackersByMaster(
+        probe,
+        cluster.masters.map((m) => m.port),
+        PREFIX,
+        TRACKERS_PER_MASTER,
+      );
       const perShard = bare.nodeOf(trackerKeyPrefix(PREFIX, byMaster.get(cluster.masters[1].port)![0])) !== undefined;
-
-      const samples: Sample[] = [];
-      const failures: unknown[] = [];
-      const inFlight = new Set<Promise<void>>();
-      let running = true;
-      const load = (async () => {
-        for (let round = 0; running; round++) {
-          for (const [master, trackers] of byMaster) {
-            const p = svc
-              .consume(big, trackers[round % trackers.length])
-              .then((d) => void samples.push({ master, at: now(), byRedis: d.reason === undefined }))
-              .catch((error: unknown) => void failures.push(error))
-              .finally(() => inFlight.delete(p));
-            inFlight.add(p);
-          }
-          await sleep(5);
-        }
-      })();
+      const { samples, failures, stop } = steadyLoad((tracker) => svc.consume(big, tracker), byMaster, 5);
 
       await sleep(500);
       const victim = cluster.masters[0].port;
       const killedAt = now();
       await cluster.masters[0].stop(true);
-      let backAt = Infinity;
-      while (now() - killedAt < 20_000) {
-        await sleep(50);
-        const victims = samples.filter((s) => s.master === victim && s.at > killedAt);
-        const lastFallback = Math.max(killedAt, ...victims.filter((s) => !s.byRedis).map((s) => s.at));
-        const since = victims.filter((s) => s.byRedis && s.at > lastFallback);
-        if (victims.some((s) => !s.byRedis) && since.length > 0 && now() - since[0].at > 500) {
-          backAt = since[0].at;
-          break;
-        }
-      }
-      running = false;
-      await load;
-      await Promise.all([...inFlight]);
+      const backAt = await backOnRedis(samples, victim, killedAt);
+      await stop();
 
       const afterKill = samples.filter((s) => s.at > killedAt);
       const victimFallbacks = afterKill.filter((s) => s.master === victim && !s.byRedis).length;

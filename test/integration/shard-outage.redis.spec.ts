@@ -22,6 +22,7 @@ import { createStore, OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-stor
 import { RedisStore } from '../../lib/stores/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { backOnRedis, slotOwners, steadyLoad, trackersByMaster, type Sample } from '../support/master-outage';
 import { libraryCluster, startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
 
 const registry = new RateLimitAlgorithmRegistry();
@@ -76,21 +77,6 @@ function service(redis: RateLimitModuleOptions['redis']): { svc: RateLimiterServ
   return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
 }
 
-/** Which master (by port) serves each slot, per CLUSTER SLOTS. */
-async function slotOwners(probe: Redis): Promise<Map<number, number>> {
-  const owners = new Map<number, number>();
-  for (const [from, to, master] of await probe.cluster('SLOTS')) {
-    for (let slot = from; slot <= to; slot++) owners.set(slot, master[1]);
-  }
-  return owners;
-}
-
-interface Sample {
-  master: number;
-  at: number;
-  byRedis: boolean;
-}
-
 interface Outage {
   samples: Sample[];
   failures: unknown[];
@@ -121,32 +107,14 @@ async function killOneMaster(serverArgs: string[]): Promise<Outage> {
   jest.spyOn(Logger.prototype, 'warn').mockImplementation(record);
   jest.spyOn(Logger.prototype, 'log').mockImplementation(record);
 
-  const owners = await slotOwners(probe);
-  const byMaster = new Map<number, string[]>(cluster.masters.map((m) => [m.port, []]));
-  for (let i = 0; [...byMaster.values()].some((t) => t.length < 60); i++) {
-    const tracker = `client-${i}`;
-    const group = byMaster.get(owners.get((await probe.cluster('KEYSLOT', trackerKeyPrefix(PREFIX, tracker))) as number)!)!;
-    if (group.length < 60) group.push(tracker);
-  }
+  const byMaster = await trackersByMaster(
+    probe,
+    cluster.masters.map((m) => m.port),
+    PREFIX,
+    60,
+  );
   const victim = cluster.masters[0];
-
-  const samples: Sample[] = [];
-  const failures: unknown[] = [];
-  const inFlight = new Set<Promise<void>>();
-  let running = true;
-  const load = (async () => {
-    for (let round = 0; running; round++) {
-      for (const [master, trackers] of byMaster) {
-        const p = svc
-          .consume(big, trackers[round % trackers.length])
-          .then((d) => void samples.push({ master, at: now(), byRedis: d.reason === undefined }))
-          .catch((error: unknown) => void failures.push(error))
-          .finally(() => inFlight.delete(p));
-        inFlight.add(p);
-      }
-      await sleep(2);
-    }
-  })();
+  const { samples, failures, stop } = steadyLoad((tracker) => svc.consume(big, tracker), byMaster, 2);
   const clusterFail = { from: Infinity, to: Infinity };
   const watch = setInterval(() => {
     void probe.cluster('INFO').then((info) => {
@@ -159,20 +127,8 @@ async function killOneMaster(serverArgs: string[]): Promise<Outage> {
   await sleep(500);
   const killedAt = now();
   await victim.stop(true);
-  let backAt = Infinity;
-  while (now() - killedAt < 20_000) {
-    await sleep(50);
-    const victims = samples.filter((s) => s.master === victim.port && s.at > killedAt);
-    const lastFallback = Math.max(killedAt, ...victims.filter((s) => !s.byRedis).map((s) => s.at));
-    const since = victims.filter((s) => s.byRedis && s.at > lastFallback);
-    if (victims.some((s) => !s.byRedis) && since.length > 0 && now() - since[0].at > 500) {
-      backAt = since[0].at;
-      break;
-    }
-  }
-  running = false;
-  await load;
-  await Promise.all([...inFlight]);
+  const backAt = await backOnRedis(samples, victim.port, killedAt);
+  await stop();
   clearInterval(watch);
   const healthy = cluster.masters.slice(1).map((m) => m.port);
   return { samples, failures, killedAt, backAt, victim: victim.port, healthy, clusterFail, logs };
