@@ -18,6 +18,7 @@ if (offset !== 0) {
 async function main(): Promise<void> {
   // Loaded only after the clock is patched.
   const { redisClientKind } = require('./redis-clients') as typeof import('./redis-clients');
+  const { readyThenGo } = require('./worker-go') as typeof import('./worker-go');
   const { RateLimitAlgorithmRegistry } =
     require('../../lib/algorithms/algorithm.registry') as typeof import('../../lib/algorithms/algorithm.registry');
   const { RedisStore } = require('../../lib/stores/redis.store') as typeof import('../../lib/stores/redis.store');
@@ -39,14 +40,7 @@ async function main(): Promise<void> {
   // Load the scripts now, so the race below is between decisions, not script loads.
   for (const algorithm of algorithms) await service.peek({ algorithm, limit, window: windowMs, name: 'warmup' }, `${key}-warmup`);
 
-  process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
-  await new Promise<void>((resolve) => {
-    let buffer = '';
-    process.stdin.on('data', (chunk) => {
-      buffer += String(chunk);
-      if (buffer.includes('go')) resolve();
-    });
-  });
+  await readyThenGo();
 
   const allowed: Record<string, number> = {};
   await Promise.all(

@@ -17,6 +17,7 @@ import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
 import { redisClientKind, type NodeAddress } from './redis-clients';
+import { readyThenGo } from './worker-go';
 
 const WAVE = 5;
 
@@ -47,15 +48,7 @@ async function main(): Promise<void> {
   // Load every script on this connection (or every node's) now, so the race is between decisions.
   for (const algorithm of algorithms) await service.peek(contentionPolicy(algorithm, limit), `${key}-${algorithm}`);
 
-  process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
-  const startAt = await new Promise<number>((resolve) => {
-    let buffer = '';
-    process.stdin.on('data', (chunk) => {
-      buffer += String(chunk);
-      const go = /go (\d+)\n/.exec(buffer);
-      if (go) resolve(Number(go[1]));
-    });
-  });
+  const startAt = Number(await readyThenGo());
   if (startAt - Date.now() > 5) await new Promise((resolve) => setTimeout(resolve, startAt - Date.now() - 5));
   while (Date.now() < startAt) {
     // spin the last few ms for a sharper start

@@ -17,6 +17,7 @@ import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { RedisStore } from '../../lib/stores/redis.store';
 import type { DecisionMode, RateLimitCall } from '../../lib/stores/store.interface';
+import { readyThenGo } from './worker-go';
 
 /** How one call ended: `granted`, or the error's name; `ms` from "go" to its end. */
 export interface CallOutcome {
@@ -62,14 +63,7 @@ async function main(): Promise<void> {
   };
   // Load the scripts before the race, so the calls race each other and not a script load.
   await limiter.peek(policy, 'warmup');
-  process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
-  await new Promise<void>((resolve) => {
-    let buffer = '';
-    process.stdin.on('data', (chunk) => {
-      buffer += String(chunk);
-      if (buffer.includes('go')) resolve();
-    });
-  });
+  await readyThenGo();
 
   going = true;
   const started = performance.now();
