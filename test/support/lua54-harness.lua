@@ -1,7 +1,9 @@
 --[[
   Runs the decision scripts under a stock Lua 5.4 interpreter (`lua5.4`, Debian's package), the Lua Dragonfly
-  embeds, with a stub `redis` table backed by an in-memory keyspace, and reports each call's reply and every
-  breach of the rules a Lua 5.4 server and a server that requires declared keys (Dragonfly) impose:
+  embeds, and reports each call's reply and every breach of the rules a Lua 5.4 server and a server that
+  requires declared keys (Dragonfly) impose. It checks the Lua dialect, not Redis: `redis.call` here is an
+  in-memory keyspace that must answer exactly as the real redis-server did. script-rules.spec.ts runs every
+  call on a real redis-server first and fails on any reply this harness gives differently. The breaches:
     - a key a command touches that is not one of the call's KEYS ("undeclared key");
     - a float passed to redis.call or returned (Lua 5.4 keeps floats apart from integers: Dragonfly formats a
       float argument with %.17g and replies a float as a double, where Redis's Lua 5.1 truncates it);
