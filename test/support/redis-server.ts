@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,27 +20,53 @@ export interface RedisProcess {
   restart(): Promise<void>;
 }
 
-/** A free TCP port on 127.0.0.1. */
-export async function freePort(): Promise<number> {
+/** A free TCP port on 127.0.0.1 (with `busOffset`, one whose port + `busOffset` is free too). */
+export async function freePort(busOffset?: number): Promise<number> {
+  for (;;) {
+    const port = await listenOnce(0);
+    if (busOffset === undefined) return port;
+    // A cluster node also listens on its bus port (port + 10000): both must be free, and the bus port below 65536.
+    if (port + busOffset < 65_536 && (await listenOnce(port + busOffset).catch(() => undefined)) !== undefined) return port;
+  }
+}
+
+function listenOnce(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
     server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: bound } = server.address() as { port: number };
+      server.close(() => resolve(bound));
     });
   });
 }
 
+/** How many times a server on a port this module chose is started again on another port after it exited at startup. */
+const START_ATTEMPTS = 5;
+
 /**
  * Starts `redis-server` on a free port and waits until it answers PING.
+ * A free port can be taken between the check and redis-server's bind (by another test's connection, say): when
+ * the server exits at startup on a port chosen here, it starts again on another one.
  * @param configFile contents of a config file to start from (a sentinel needs one: see {@link startRedisSentinel}).
  */
 export async function startRedis(extraArgs: string[] = [], port?: number, configFile?: string): Promise<RedisProcess> {
-  const chosen = port ?? (await freePort());
-  const dir = mkdtempSync(join(tmpdir(), 'rl-redis-'));
-  let child = await launch(chosen, dir, extraArgs, configFile);
+  const busOffset = extraArgs.includes('--cluster-enabled') ? 10_000 : undefined;
+  let chosen = port ?? (await freePort(busOffset));
+  let dir = mkdtempSync(join(tmpdir(), 'rl-redis-'));
+  let child: ChildProcess;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      child = await launch(chosen, dir, extraArgs, configFile);
+      break;
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true });
+      if (port !== undefined || !(error instanceof ExitedAtStartup) || attempt === START_ATTEMPTS) throw error;
+      chosen = await freePort(busOffset);
+      dir = mkdtempSync(join(tmpdir(), 'rl-redis-'));
+    }
+  }
   const handle: RedisProcess = {
     port: chosen,
     url: `redis://127.0.0.1:${chosen}`,
@@ -64,12 +90,23 @@ export async function startRedis(extraArgs: string[] = [], port?: number, config
   return handle;
 }
 
+/** redis-server exited before it answered; `log` is the end of its log (why, e.g. the port was taken). */
+class ExitedAtStartup extends Error {
+  constructor(port: number, code: number | null, log: string) {
+    super(`redis-server on port ${port} exited at startup (code ${code}):\n${log}`);
+  }
+}
+
+/** How much of a server's log an error at startup quotes. */
+const LOG_TAIL_CHARS = 2_000;
+
 async function launch(port: number, dir: string, extraArgs: string[], configFile?: string): Promise<ChildProcess> {
   mkdirSync(dir, { recursive: true });
   // A sentinel reads its monitoring setup from a config file (the first argument), which it rewrites with what it
   // learns: written once, not over the sentinel's own version.
   const configPath = join(dir, 'redis.conf');
   if (configFile !== undefined && !existsSync(configPath)) writeFileSync(configPath, configFile);
+  const logPath = join(dir, 'redis.log');
   const child = spawn(
     'redis-server',
     [
@@ -84,27 +121,41 @@ async function launch(port: number, dir: string, extraArgs: string[], configFile
       'no',
       '--dir',
       dir,
+      '--logfile',
+      logPath,
       ...extraArgs,
     ],
     { stdio: 'ignore' },
   );
-  for (let attempt = 0; attempt < 300; attempt++) {
-    const probe = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    // Refused connections while the server boots are expected: the loop retries them.
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      await probe.ping();
-      probe.disconnect();
-      return child;
-    } catch {
-      // A probe that never connected has ended already; disconnect() would leave ioredis's 2 s disconnect timer behind.
-      if (probe.status !== 'end') probe.disconnect();
-      await new Promise((r) => setTimeout(r, 50));
+  const logTail = () => (existsSync(logPath) ? readFileSync(logPath, 'utf8').slice(-LOG_TAIL_CHARS) : '(no log written)');
+  let spawnError: Error | undefined;
+  child.once('error', (error) => (spawnError = error));
+  try {
+    for (let attempt = 0; attempt < 300; attempt++) {
+      if (spawnError)
+        throw new Error(`redis-server could not be started (${spawnError.message}); install it: apt-get install redis-server`);
+      if (child.exitCode !== null || child.signalCode !== null) throw new ExitedAtStartup(port, child.exitCode, logTail());
+      const probe = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 1_000 });
+      // Refused connections while the server boots are expected: the loop retries them.
+      probe.on('error', () => undefined);
+      try {
+        await probe.connect();
+        // The server answering must be this one, not another that holds the port while this one failed to bind.
+        const pid = /process_id:(\d+)/.exec(await probe.info('server'))?.[1];
+        probe.disconnect();
+        if (pid === String(child.pid)) return child;
+        await new Promise((r) => setTimeout(r, 50));
+      } catch {
+        // A probe that never connected has ended already; disconnect() would leave ioredis's 2 s disconnect timer behind.
+        if (probe.status !== 'end') probe.disconnect();
+        await new Promise((r) => setTimeout(r, 50));
+      }
     }
+    throw new Error(`redis-server did not answer on port ${port} within 15 s; the end of its log:\n${logTail()}`);
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
   }
-  child.kill('SIGKILL');
-  throw new Error(`redis-server did not answer on port ${port}; is redis-server installed (apt-get install redis-server)?`);
 }
 
 /** A real Redis Cluster on free ports, created with `redis-cli --cluster create`. */
