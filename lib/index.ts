@@ -65,6 +65,7 @@ export type {
 export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode, StoreFallback } from './stores/store.interface';
 export { ResilientStore, type ResilientStoreOptions } from './stores/resilient.store';
 export { SheddingStore } from './stores/shedding.store';
+export { SlicingStore, SLICE_LIFETIME_MS } from './stores/slicing.store';
 export { RateLimitDenyList, DENY_RECHECK_MS, type RateLimitDenial } from './stores/deny-list';
 export { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 export * from './algorithms';

@@ -87,6 +87,7 @@ export class RateLimitEngine {
       token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
       fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? 'fail-open',
       refundable: compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined,
+      slice: compiled.policy.slice ?? 0,
     }));
   }
 

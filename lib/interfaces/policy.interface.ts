@@ -156,6 +156,18 @@ export interface RateLimitPolicy {
    * @default 'requests' (not sent, as it is the draft's default)
    */
   quotaUnit?: RateLimitQuotaUnit;
+  /**
+   * For one hot key (a global limit every request shares), with the Redis store: each instance takes this many
+   * units from Redis at a time and spends them in-process, giving back what is left after a second (a
+   * `fixed-window`, when the window ends). Redis then sees one call per slice instead of one per request. Every
+   * unit is charged in Redis before it is spent: a fixed window admits at most `limit`; `sliding-window`,
+   * `token-bucket` and `gcra` at most (instances × `slice`) above their limit in any span. Headers report what
+   * Redis had left at the last grant plus this instance's slice. A `deny()` or `reset()` made by another instance
+   * reaches a slice when it is next refilled. Whole number from 1 to the policy's capacity; not with `countOnly`,
+   * `settle` or `blockFor`. The memory store ignores it (it decides in-process already).
+   * @example { algorithm: 'token-bucket', limit: 20_000, window: '1s', by: () => 'api', slice: 50 } // 4 instances: ≤ 200 over (1 %)
+   */
+  slice?: number;
 }
 
 /** A `settle` function: the actual cost of a call, given what its handler returned. */

@@ -5,6 +5,7 @@ import { MemoryStore, type RateLimitClock } from './memory.store';
 import { RedisStore } from './redis.store';
 import { ResilientStore } from './resilient.store';
 import { SheddingStore } from './shedding.store';
+import { SlicingStore } from './slicing.store';
 import { describeRedis } from './store-description';
 import type { RateLimitStore } from './store.interface';
 import { isRedisClient } from './transports/client-types';
@@ -27,7 +28,8 @@ export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
 /**
  * The store the options ask for: the memory store, or Redis (from a URL, ioredis options, or a client of yours:
  * ioredis, node-redis or Valkey GLIDE)
- * behind deadlines and fallbacks ({@link ResilientStore}) and hot-key shedding ({@link SheddingStore}).
+ * behind deadlines and fallbacks ({@link ResilientStore}), quota slices for policies with `slice`
+ * ({@link SlicingStore}) and hot-key shedding ({@link SheddingStore}).
  */
 export function createStore(options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, clock?: RateLimitClock): RateLimitStore {
   const { redis } = options;
@@ -47,8 +49,9 @@ export function createStore(options: RateLimitModuleOptions, registry: RateLimit
     // On a Cluster, one circuit per master: one master's outage must not send every other key to the fallback.
     shardOf: redisStore.isCluster ? (key) => redisStore.nodeOf(key) : undefined,
   });
+  const sliced = new SlicingStore(resilient);
   const shedding = options.hotKeyShedding ?? {};
-  return shedding === false ? resilient : new SheddingStore(resilient, shedding.maxKeys ?? 10_000);
+  return shedding === false ? sliced : new SheddingStore(sliced, shedding.maxKeys ?? 10_000);
 }
 
 function createClient(redis: string | RedisOptions): Redis {

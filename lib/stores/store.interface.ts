@@ -29,6 +29,8 @@ export interface RateLimitCall {
   fallback: StoreFallback;
   /** Whether units may be given back later (`countOnly`, `settle`), so a rejection is not final until its retry time. */
   refundable: boolean;
+  /** Units an instance takes from the store at a time and spends in-process (policy `slice`); 0 or absent: none. */
+  slice?: number;
 }
 
 /**

@@ -49,6 +49,7 @@ const KNOWN_FIELDS = new Set([
   'escalate',
   'settle',
   'quotaUnit',
+  'slice',
 ]);
 const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Largest limit × window (ms) the integer arithmetic stays exact for, in Lua and in JavaScript. */
@@ -105,6 +106,7 @@ export function compilePolicy(
     throw fail(`countOnly cannot be combined with 'concurrency': a lease is always given back when the work ends.`);
   assertSettle(policy, algorithm, where);
   assertQuotaUnit(policy, algorithm, where);
+  assertSlice(policy, algorithm, where);
 
   const keySuffix = `${policy.scope === undefined ? scopeKey : `s=${policy.scope}`}:${name}:`;
   const compiled: CompiledPolicy = {
@@ -202,6 +204,44 @@ function assertQuotaUnit(policy: RateLimitPolicy, algorithm: RateLimitAlgorithm,
           : `quotaUnit: 'concurrent-requests' is the unit of 'concurrency' policies; '${algorithm.name}' counts a rate ('requests' or 'content-bytes').`),
     );
   }
+}
+
+/** The algorithms whose units can be taken ahead and spent later: one count or one bucket, no per-request state. */
+const SLICEABLE = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra'];
+/** Why the others cannot be. */
+const UNSLICEABLE: Record<string, string> = {
+  concurrency: 'a lease is per request',
+  'leaky-bucket': 'each request gets its own delay',
+  'sliding-log': 'each request is logged at its own time',
+};
+/** Fields a slice cannot go with, and why: a slice is spent in-process without asking the store. */
+const NOT_WITH_SLICE = {
+  countOnly: 'its units cannot be given back one request at a time',
+  settle: 'its units cannot be given back one request at a time',
+  blockFor: 'a lockout set by another instance would go unseen',
+} as const;
+
+/** `slice` is a whole number that fits in the policy's capacity, on a policy whose units are only ever taken. */
+function assertSlice(policy: RateLimitPolicy, algorithm: RateLimitAlgorithm, where: string): void {
+  const slice = policy.slice;
+  if (slice === undefined) return;
+  const fail = (message: string) => new RateLimitConfigError(`${where}: slice: ${message}`);
+  positiveInteger(slice, `${where}: slice`);
+  if (!SLICEABLE.includes(algorithm.name)) {
+    const why = UNSLICEABLE[algorithm.name] ?? 'not one of the built-in counters';
+    throw fail(`'${algorithm.name}' cannot be sliced (${why}); slices work with ${SLICEABLE.map((a) => `'${a}'`).join(', ')}.`);
+  }
+  for (const [field, why] of Object.entries(NOT_WITH_SLICE)) {
+    if (policy[field as keyof typeof NOT_WITH_SLICE] !== undefined)
+      throw fail(`cannot be combined with ${field}: a slice is spent in-process without asking the store, so ${why}.`);
+  }
+  // A window's capacity is its limit; a bucket's, its burst.
+  const capacity =
+    typeof policy.limit !== 'number' ? undefined : algorithm.name.endsWith('window') ? policy.limit : (policy.burst ?? policy.limit);
+  if (capacity !== undefined && slice > capacity)
+    throw fail(
+      `${slice} is more than the policy's capacity (${capacity}), so no slice would ever fit; take a small share of it (limit / 100 / instances keeps the overshoot within 1 %).`,
+    );
 }
 
 function positiveInteger(value: unknown, field: string): number {

@@ -1,0 +1,362 @@
+import { LruMap } from '../utils/lru-map';
+import { penalizeIn, pingStore } from './store-health';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
+
+/** How long a slice is spent after the store granted it, ms; what is left then is given back. */
+export const SLICE_LIFETIME_MS = 1_000;
+/**
+ * Keys holding a slice at most; beyond it the least recently used key gives its slice back. The keys are the
+ * library's own short strings (long trackers are hashed), so the map stays small in bytes too.
+ */
+const MAX_SLICED_KEYS = 10_000;
+/** How often slices past their lifetime are given back, ms. */
+const SWEEP_INTERVAL_MS = 250;
+
+/** Units taken from the store ahead of the requests that spend them. */
+interface Slice {
+  /** The call that took it (keys, algorithm, params), to give back what is left. */
+  call: RateLimitCall;
+  units: number;
+  /** The store's time of the grant, ms: the give-back names it, so no unit returns into a later window. */
+  grantedAtStore: number;
+  /** Local time the grant was asked for; the store's times are counted down from here, so never late. */
+  askedAt: number;
+  /** Local time after which the slice is not spent any more. */
+  expiresAt: number;
+  /** The store's verdict on the grant, which answers spent from the slice report (counted down). */
+  verdict: StoreVerdict;
+  /** Given back: units reserved in it and not spent go back to the store, not to a later slice. */
+  retired: boolean;
+}
+
+interface SlicedKey {
+  slice: Slice | undefined;
+  /** A grant in flight: other requests for the key wait for it instead of taking slices of their own. */
+  refilling: Promise<unknown> | undefined;
+  /** The store could not grant a whole slice: decide exactly until an answer shows room for one again. */
+  exact: boolean;
+}
+
+/**
+ * What a decision does with one of its calls: send it to the store as it is, send it taking a whole slice
+ * (`max(slice, cost)` units, the rest kept here), or spend it from a slice (the one its units were reserved in).
+ */
+type Plan = 'store' | 'refill' | Slice;
+
+/**
+ * Quota slices for a hot key (policy `slice`): a key that every request of every instance shares (one global
+ * limit) lives on one Redis core, whatever the Cluster. Here an instance takes `slice` units at a time from the
+ * store, in one ordinary atomic decision, and spends them in-process; what is left after
+ * {@link SLICE_LIFETIME_MS} (or, for `fixed-window`, when the window of the grant ends) is given back. Every unit
+ * admitted was charged in the store first, so a fixed window admits at most its limit; for the other algorithms
+ * units are spent up to a second after they were taken, so any span admits at most the slices outstanding
+ * (instances × `slice`) above the limit.
+ *
+ * Near the limit, when the store cannot grant a whole slice, the decision is made again exactly (its own cost)
+ * and the key stays exact until an answer shows room for a slice again: retry times stay the store's own. A
+ * slice is only ever taken from the store itself, never from a fallback's answer.
+ */
+export class SlicingStore implements RateLimitStore {
+  private readonly keys = new LruMap<SlicedKey>();
+  /** Give-backs in flight, which `close` waits for. */
+  private readonly givingBack = new Set<Promise<void>>();
+  private sweeper: NodeJS.Timeout | undefined;
+
+  /** @param clock local time in ms; only its differences are read (monotonic by default). */
+  constructor(
+    private readonly inner: RateLimitStore,
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
+
+  get inProcess(): boolean | undefined {
+    return this.inner.inProcess;
+  }
+
+  /** Spent from slices with no promise when every call can be; else whatever the inner store answers at once. */
+  decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
+    if (mode === 'consume' && anySliced(calls)) {
+      const plans = this.plan(calls);
+      if (plans?.every(isSlice)) return this.spentLocally(plans);
+      if (plans) this.unreserve(calls, plans);
+    }
+    return this.inner.decideSync?.(calls, mode);
+  }
+
+  decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    // Not an async function for calls without slices: every decision passes here, and one adds a promise.
+    return mode === 'consume' && anySliced(calls) ? this.decideSliced(calls) : this.inner.decide(calls, mode);
+  }
+
+  private async decideSliced(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    let plans = this.plan(calls);
+    while (plans === undefined) {
+      await this.refillOf(calls);
+      plans = this.plan(calls);
+    }
+    if (plans.every(isSlice)) return this.spentLocally(plans);
+    const askedAt = this.clock();
+    const sent: RateLimitCall[] = [];
+    /** Per call, units a refill takes (0: not a refill). */
+    const takes = calls.map((call, index) => {
+      if (isSlice(plans[index])) return 0;
+      const take = plans[index] === 'refill' ? Math.max(call.slice ?? 0, call.cost) : 0;
+      sent.push(take > 0 ? { ...call, cost: take } : call);
+      return take;
+    });
+    const answer = this.inner.decide(sent, 'consume');
+    const refilled = calls.filter((_, i) => takes[i] > 0).map((call) => this.entry(call.stateKey));
+    for (const entry of refilled) entry.refilling = answer;
+    try {
+      const decision = await answer;
+      if (decision.allowed) return this.merged(calls, plans, takes, decision, askedAt);
+      this.unreserve(calls, plans);
+      // A rejection of a whole slice says nothing about the request's own cost: decide it again exactly, and keep
+      // a key whose slice did not fit exact.
+      if (!takes.some((take, i) => take > calls[i].cost)) return this.merged(calls, plans, takes, decision, askedAt);
+      let next = 0;
+      calls.forEach((call, i) => {
+        if (isSlice(plans[i])) return;
+        const verdict = decision.verdicts[next++];
+        if (takes[i] > 0 && !verdict.allowed) this.entry(call.stateKey).exact = true;
+      });
+      return this.exactly(calls);
+    } finally {
+      for (const entry of refilled) if (entry.refilling === answer) entry.refilling = undefined;
+    }
+  }
+
+  refund(calls: readonly RateLimitCall[]): Promise<void> {
+    return this.inner.refund(calls);
+  }
+
+  penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    return penalizeIn(this.inner, calls);
+  }
+
+  block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+    return this.inner.block(calls, ms);
+  }
+
+  /** `reset`: a slice taken before it must not be spent after it (its units were charged before the reset). */
+  delete(keys: readonly string[]): Promise<void> {
+    for (const key of keys) this.keys.delete(key);
+    return this.inner.delete(keys);
+  }
+
+  async close(): Promise<void> {
+    this.stopSweeping();
+    for (const [, entry] of this.keys) this.giveBack(entry);
+    this.keys.clear();
+    await Promise.all(this.givingBack);
+    await this.inner.close();
+  }
+
+  ready(timeoutMs: number): Promise<boolean> {
+    return this.inner.ready?.(timeoutMs) ?? Promise.resolve(true);
+  }
+
+  ping(): Promise<void> {
+    return pingStore(this.inner);
+  }
+
+  /**
+   * What to do with each call, with the units of `Local` ones reserved; `undefined` when a call waits for a
+   * grant in flight on its key (nothing reserved then).
+   */
+  private plan(calls: readonly RateLimitCall[]): Plan[] | undefined {
+    const now = this.clock();
+    const plans: Plan[] = [];
+    for (const call of calls) {
+      if (!isSliced(call)) {
+        plans.push('store');
+        continue;
+      }
+      const entry = this.entry(call.stateKey);
+      if (entry.slice && (now >= entry.slice.expiresAt || !sameParams(entry.slice.call, call))) this.giveBack(entry);
+      if (entry.slice && entry.slice.units >= call.cost) {
+        entry.slice.units -= call.cost;
+        plans.push(entry.slice);
+      } else if (entry.exact) plans.push('store');
+      else if (entry.refilling) {
+        this.unreserve(calls, plans);
+        return undefined;
+      } else plans.push('refill');
+    }
+    return plans;
+  }
+
+  /** A grant in flight on one of the keys of `calls`. */
+  private refillOf(calls: readonly RateLimitCall[]): Promise<unknown> {
+    for (const call of calls) {
+      const refilling = isSliced(call) ? this.keys.get(call.stateKey)?.refilling : undefined;
+      if (refilling) return refilling.catch(() => undefined);
+    }
+    return Promise.resolve();
+  }
+
+  /** Puts reserved units back in their slice, or back in the store when the slice was given back meanwhile. */
+  private unreserve(calls: readonly RateLimitCall[], plans: readonly Plan[]): void {
+    plans.forEach((plan, i) => {
+      if (!isSlice(plan)) return;
+      if (!plan.retired) plan.units += calls[i].cost;
+      else this.refundTo(plan, calls[i].cost);
+    });
+  }
+
+  /** A decision every call of which was spent from its slice (units already reserved by {@link plan}). */
+  private spentLocally(slices: readonly Slice[]): StoreDecision {
+    const now = this.clock();
+    let nowMs = 0;
+    const verdicts = slices.map((slice) => {
+      nowMs = Math.max(nowMs, Math.floor(slice.grantedAtStore + now - slice.askedAt));
+      return fromSlice(slice, now);
+    });
+    return { nowMs, allowed: true, verdicts };
+  }
+
+  /**
+   * The store's decision on what was sent, with the calls spent locally put back in their places and the slices
+   * granted kept (a rejected decision charged nothing, so it grants none).
+   */
+  private merged(
+    calls: readonly RateLimitCall[],
+    plans: readonly Plan[],
+    takes: readonly number[],
+    decision: StoreDecision,
+    askedAt: number,
+  ): StoreDecision {
+    const now = this.clock();
+    let next = 0;
+    const verdicts = calls.map((call, index): StoreVerdict => {
+      const plan = plans[index];
+      if (isSlice(plan)) return fromSlice(plan, now);
+      const verdict = decision.verdicts[next++];
+      if (verdict.reason !== 0 || !isSliced(call)) return verdict;
+      if (takes[index] === 0 || !decision.allowed) {
+        this.learn(call, verdict);
+        return verdict;
+      }
+      const slice = this.granted(call, takes[index] - call.cost, decision.nowMs, askedAt, verdict);
+      return { ...verdict, remaining: verdict.remaining + slice.units };
+    });
+    return { nowMs: decision.nowMs, allowed: decision.allowed, verdicts };
+  }
+
+  /** The decision on `calls` as they are (their own costs), with what its answers tell about room for slices. */
+  private async exactly(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    const decision = await this.inner.decide(calls, 'consume');
+    calls.forEach((call, i) => {
+      if (isSliced(call) && decision.verdicts[i].reason === 0) this.learn(call, decision.verdicts[i]);
+    });
+    return decision;
+  }
+
+  /** A key decided exactly goes back to slices once the store says a whole one fits again. */
+  private learn(call: RateLimitCall, verdict: StoreVerdict): void {
+    const entry = this.keys.get(call.stateKey);
+    if (entry?.exact && verdict.allowed && verdict.remaining >= (call.slice ?? 0)) entry.exact = false;
+  }
+
+  private granted(call: RateLimitCall, units: number, grantedAtStore: number, askedAt: number, verdict: StoreVerdict): Slice {
+    const entry = this.entry(call.stateKey);
+    this.giveBack(entry);
+    // A fixed window's units count in the window of the grant only: spent before it ends (on this host's clock,
+    // counted from before the store decided), never in the next one.
+    const life = call.algorithm.name === 'fixed-window' ? Math.min(SLICE_LIFETIME_MS, verdict.resetMs) : SLICE_LIFETIME_MS;
+    const slice: Slice = { call, units, grantedAtStore, askedAt, expiresAt: askedAt + life, verdict, retired: false };
+    entry.slice = slice;
+    entry.exact = false;
+    return slice;
+  }
+
+  /** The key's entry, made (and the map kept in bounds, the sweep running) when new. */
+  private entry(key: string): SlicedKey {
+    let entry = this.keys.get(key, true);
+    if (entry) return entry;
+    entry = { slice: undefined, refilling: undefined, exact: false };
+    this.keys.set(key, entry);
+    if (this.keys.size > MAX_SLICED_KEYS) {
+      const oldest = this.keys.oldest()!;
+      this.giveBack(this.keys.get(oldest)!);
+      this.keys.delete(oldest);
+    }
+    this.startSweeping();
+    return entry;
+  }
+
+  /** Retires the key's slice and gives what is left of it back to the store. */
+  private giveBack(entry: SlicedKey): void {
+    const slice = entry.slice;
+    entry.slice = undefined;
+    if (!slice) return;
+    slice.retired = true;
+    if (slice.units > 0) this.refundTo(slice, slice.units);
+    slice.units = 0;
+  }
+
+  /** Gives `units` of `slice` back to the store (never thrown: an outage loses at most the slice). */
+  private refundTo(slice: Slice, units: number): void {
+    const call: RateLimitCall = { ...slice.call, cost: units, token: String(slice.grantedAtStore) };
+    const done: Promise<void> = this.inner
+      .refund([call])
+      .catch(() => undefined)
+      .finally(() => this.givingBack.delete(done));
+    this.givingBack.add(done);
+  }
+
+  private startSweeping(): void {
+    if (this.sweeper) return;
+    this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweeper.unref();
+  }
+
+  private stopSweeping(): void {
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
+  }
+
+  /** Gives back expired slices and drops keys with nothing left to remember. */
+  private sweep(): void {
+    const now = this.clock();
+    for (const [key, entry] of this.keys) {
+      if (entry.slice && now >= entry.slice.expiresAt) this.giveBack(entry);
+      if (!entry.slice && !entry.refilling && !entry.exact) this.keys.delete(key);
+    }
+    if (this.keys.size === 0) this.stopSweeping();
+  }
+}
+
+function isSlice(plan: Plan): plan is Slice {
+  return typeof plan === 'object';
+}
+
+/** A plain loop, not `some` with a callback: every decision of the Redis store passes here. */
+function anySliced(calls: readonly RateLimitCall[]): boolean {
+  for (const call of calls) if (isSliced(call)) return true;
+  return false;
+}
+
+function isSliced(call: RateLimitCall): boolean {
+  return (call.slice ?? 0) > 0;
+}
+
+function sameParams(a: RateLimitCall, b: RateLimitCall): boolean {
+  const p = a.params;
+  const q = b.params;
+  return p.limit === q.limit && p.windowMs === q.windowMs && p.burst === q.burst && a.slice === b.slice;
+}
+
+/** An admission spent from `slice`: what the store had left at the grant plus the slice, its times counted down. */
+function fromSlice(slice: Slice, now: number): StoreVerdict {
+  const elapsed = now - slice.askedAt;
+  const { verdict } = slice;
+  return {
+    allowed: true,
+    remaining: verdict.remaining + slice.units,
+    resetMs: Math.max(0, Math.ceil(verdict.resetMs - elapsed)),
+    retryAfterMs: 0,
+    delayMs: 0,
+    moreQuotaMs: Math.max(0, Math.ceil(verdict.moreQuotaMs - elapsed)),
+    reason: 0,
+  };
+}

@@ -1,0 +1,68 @@
+/**
+ * A global limit with quota slices (`slice`) through the guard, on Express and Fastify × memory and Redis: the
+ * same answers and headers as without slices for one instance, with Redis running one script per slice.
+ */
+import { Controller, Get, type INestApplication } from '@nestjs/common';
+import { parseItem, parseList } from 'structured-headers';
+import request from 'supertest';
+import { RateLimit } from '../../lib';
+import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
+
+const HOUR = 3_600_000;
+
+@Controller()
+class ApiController {
+  @Get('api')
+  @RateLimit({ algorithm: 'fixed-window', limit: 60, window: '1h', by: () => 'whole-api', slice: 10 })
+  api() {
+    return 'ok';
+  }
+
+  @Get('warm')
+  @RateLimit({ algorithm: 'fixed-window', limit: 60, window: '1h' })
+  warm() {
+    return 'ok';
+  }
+}
+
+/** The `RateLimit` field's `r` through the RFC 9651 parser. */
+const remaining = (res: request.Response): unknown => Object.fromEntries(parseList(String(res.headers['ratelimit']))[0][1]).r;
+
+describe.each(MATRIX)('a sliced global limit on $adapter with the $store store', ({ adapter, store }) => {
+  const redis = new SharedRedis();
+  let app: INestApplication;
+  beforeAll(async () => {
+    app = await bootApp({ adapter, imports: [await rateLimitModule(store, redis)], controllers: [ApiController] });
+  });
+  afterAll(async () => {
+    await app.close();
+    await redis.stop();
+  });
+
+  const scriptCalls = async () => {
+    const info = await (await redis.client()).info('commandstats');
+    const calls = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+    return calls('evalsha') + calls('eval');
+  };
+
+  it('admits 60, with the remaining count of every answer exact, then 429 until the window ends', async () => {
+    // An aligned hour: keep the test away from its end.
+    const left = HOUR - (Date.now() % HOUR);
+    if (left < 30_000) await sleep(left + 20);
+    // A first request loads the script on the app's connection (a script call of its own).
+    await request(app.getHttpServer()).get('/warm').expect(200);
+    if (store === 'redis') await (await redis.client()).config('RESETSTAT');
+    const answers: Array<[number, unknown]> = [];
+    for (let i = 0; i < 60; i++) {
+      const res = await request(app.getHttpServer()).get('/api');
+      answers.push([res.status, remaining(res)]);
+    }
+    expect(answers).toEqual(Array.from({ length: 60 }, (_, i) => [200, 59 - i]));
+    // With Redis, one script per slice of 10.
+    if (store === 'redis') expect(await scriptCalls()).toBe(6);
+    const rejected = await request(app.getHttpServer()).get('/api');
+    expect(rejected.status).toBe(429);
+    const wait = parseItem(String(rejected.headers['retry-after']))[0] as number;
+    expect(Math.abs(wait - Math.ceil((HOUR - (Date.now() % HOUR)) / 1_000))).toBeLessThanOrEqual(1);
+  });
+});

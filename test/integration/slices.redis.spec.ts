@@ -1,0 +1,190 @@
+/**
+ * Quota slices (policy `slice`) against a real redis-server: one hot key shared by several instances (each its
+ * own store and client, as separate processes would have), Redis seeing one call per slice, every unit charged
+ * before it is spent, leftovers given back, and exact answers near the limit.
+ */
+import { Redis } from 'ioredis';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
+import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimiterService } from '../../lib/rate-limiter.service';
+import { createStore } from '../../lib/stores/create-store';
+import { SLICE_LIFETIME_MS } from '../../lib/stores/slicing.store';
+import type { RateLimitStore } from '../../lib/stores/store.interface';
+import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
+
+const registry = new RateLimitAlgorithmRegistry();
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let redis: RedisProcess | undefined;
+let admin: Redis | undefined;
+const clients: Redis[] = [];
+const stores: RateLimitStore[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+}, 30_000);
+
+afterAll(async () => {
+  for (const store of stores) await store.close();
+  for (const client of clients) client.disconnect();
+  admin?.disconnect();
+  await redis?.stop();
+});
+
+/** One instance: its own client and store, as another process would have. */
+async function instance(extra: Partial<RateLimitModuleOptions> = {}): Promise<{ svc: RateLimiterService; store: RateLimitStore }> {
+  const client = await libraryClient(redis!.url);
+  clients.push(client);
+  const options: RateLimitModuleOptions = { redis: client, storeTimeoutMs: 2_000, onStoreError: 'fail-closed', ...extra };
+  const store = createStore(options, registry);
+  stores.push(store);
+  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
+}
+
+/** Script calls Redis has run since the last CONFIG RESETSTAT. */
+async function scriptCalls(): Promise<number> {
+  const info = await admin!.info('commandstats');
+  const calls = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+  return calls('evalsha') + calls('eval');
+}
+
+/** A fixed window of `ms` far enough from its end for a test lasting `needMs`: waits for the next one otherwise. */
+async function awayFromWindowEnd(ms: number, needMs: number): Promise<void> {
+  const left = ms - (Date.now() % ms);
+  if (left < needMs) await sleep(left + 20);
+}
+
+/** Interleaves `total` consumes over `services` (round robin), all in flight at once. */
+function hammer(services: RateLimiterService[], policy: RateLimitPolicy, key: string, total: number): Promise<RateLimitDecision[]> {
+  return Promise.all(Array.from({ length: total }, (_, i) => services[i % services.length].consume(policy, key)));
+}
+
+/** What Redis itself holds for the key: a peek, which never touches slices. */
+async function inRedis(svc: RateLimiterService, policy: RateLimitPolicy, key: string): Promise<RateLimitDecision> {
+  return svc.peek(policy, key);
+}
+
+describe('slice: one hot key, several instances', () => {
+  it('Redis sees one call per slice: 2,000 consumes with slices of 50 make exactly 40 script calls', async () => {
+    const { svc } = await instance();
+    const policy: RateLimitPolicy = { algorithm: 'token-bucket', limit: 100_000, window: '1s', name: 'calls', slice: 50 };
+    await svc.peek(policy, 'warm'); // loads the scripts on this connection
+    await admin!.config('RESETSTAT');
+    const decisions = await hammer([svc], policy, 'api', 2_000);
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(2_000);
+    expect(await scriptCalls()).toBe(40);
+  });
+
+  it('a fixed window shared by 4 instances admits exactly its limit, every unit counted in Redis', async () => {
+    const services = await Promise.all([1, 2, 3, 4].map(async () => (await instance()).svc));
+    const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1_000, window: '1h', name: 'fw', slice: 25 };
+    await awayFromWindowEnd(3_600_000, 30_000);
+    await admin!.config('RESETSTAT');
+    const decisions = await hammer(services, policy, 'global', 3_000);
+    const calls = await scriptCalls();
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(1_000);
+    expect((await inRedis(services[0], policy, 'global')).remaining).toBe(0);
+    // Near the limit the instances decide exactly: a rejection's wait is the window's end, as without slices.
+    const rejected = decisions.filter((d) => !d.allowed);
+    const windowEnd = 3_600_000 - (Date.now() % 3_600_000);
+    expect(rejected.every((d) => Math.abs(d.retryAfterMs - windowEnd) < 2_000)).toBe(true);
+    console.log(`fixed-window 1,000 per hour, slices of 25, 4 instances, 3,000 calls: 1,000 admitted, ${calls} script calls`);
+  });
+
+  it("a fixed window: what is left of a slice at the window's end is not spent in the next window", async () => {
+    const services = await Promise.all([1, 2, 3, 4].map(async () => (await instance()).svc));
+    const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 300, window: '1s', name: 'fw1s', slice: 20 };
+    // 150 ms before a window ends, each instance takes a slice of 20 and spends 1 of it…
+    await sleep(1_000 - (Date.now() % 1_000) + 850);
+    for (const svc of services) expect((await svc.consume(policy, 'global')).allowed).toBe(true);
+    // …then the next window opens under twice its limit: it admits its own 300, none of the 4 × 19 left over.
+    await sleep(1_000 - (Date.now() % 1_000) + 30);
+    const decisions = await hammer(services, policy, 'global', 600);
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(300);
+  });
+
+  it('token-bucket shared by 4 instances: admissions stay within the limit plus the slices outstanding (4 × 10)', async () => {
+    const services = await Promise.all([1, 2, 3, 4].map(async () => (await instance()).svc));
+    const policy: RateLimitPolicy = { algorithm: 'token-bucket', limit: 500, window: '1s', name: 'tb', slice: 10 };
+    const started = performance.now();
+    let admitted = 0;
+    let i = 0;
+    while (performance.now() - started < 2_000) {
+      const batch = await Promise.all(Array.from({ length: 40 }, () => services[i++ % 4].consume(policy, 'global')));
+      admitted += batch.filter((d) => d.allowed).length;
+    }
+    const elapsedS = (performance.now() - started) / 1_000;
+    const bound = 500 + Math.ceil(500 * elapsedS) + 4 * 10;
+    console.log(`token-bucket 500/s burst 500, slices of 10, 4 instances, ${elapsedS.toFixed(2)} s: ${admitted} admitted (bound ${bound})`);
+    expect(admitted).toBeLessThanOrEqual(bound);
+    // Nearly every unit Redis granted was spent: at most the slices outstanding (and a token's refill) were not.
+    expect(admitted).toBeGreaterThanOrEqual(500 + Math.floor(500 * (elapsedS - 0.1)) - 4 * 10);
+  });
+});
+
+describe('slice: what is left, and answers near the limit', () => {
+  it('gives back what is left of a slice after its lifetime', async () => {
+    const { svc } = await instance();
+    const policy: RateLimitPolicy = { algorithm: 'gcra', limit: 1_000, window: '1h', name: 'left', slice: 50 };
+    expect((await svc.consume(policy, 'k')).allowed).toBe(true);
+    // Redis charged the whole slice; this instance reports it as its own remaining.
+    expect((await inRedis(svc, policy, 'k')).remaining).toBe(950);
+    await sleep(SLICE_LIFETIME_MS + 600);
+    expect((await inRedis(svc, policy, 'k')).remaining).toBe(999);
+  });
+
+  it('gives back what is left at close', async () => {
+    const { svc, store } = await instance();
+    const { svc: other } = await instance();
+    const policy: RateLimitPolicy = { algorithm: 'sliding-window', limit: 1_000, window: '1h', name: 'close', slice: 50 };
+    for (let n = 0; n < 3; n++) expect((await svc.consume(policy, 'k')).allowed).toBe(true);
+    expect((await inRedis(other, policy, 'k')).remaining).toBe(950);
+    await store.close();
+    stores.splice(stores.indexOf(store), 1);
+    expect((await inRedis(other, policy, 'k')).remaining).toBe(997);
+  });
+
+  it('near the limit, a rejection tells the wait for the request itself, not for a whole slice', async () => {
+    const { svc } = await instance();
+    const { svc: plain } = await instance();
+    // 10 per 10 s, burst 10: a token every second. Slices of 4: 4 + 4, then 2 left, which no slice fits.
+    const sliced: RateLimitPolicy = { algorithm: 'token-bucket', limit: 10, window: '10s', name: 'near', slice: 4 };
+    const unsliced: RateLimitPolicy = { algorithm: 'token-bucket', limit: 10, window: '10s', name: 'near' };
+    for (let n = 0; n < 10; n++) expect((await svc.consume(sliced, 'k')).allowed).toBe(true);
+    const rejected = await svc.consume(sliced, 'k');
+    const exact = await plain.peek(unsliced, 'k');
+    expect(rejected.allowed).toBe(false);
+    expect(rejected.retryAfterMs).toBeGreaterThan(0);
+    expect(rejected.retryAfterMs).toBeLessThanOrEqual(1_000);
+    expect(Math.abs(rejected.retryAfterMs - exact.retryAfterMs)).toBeLessThan(50);
+  });
+
+  it('another policy rejecting the request spends nothing from the slice', async () => {
+    const { svc } = await instance();
+    const global: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1_000, window: '1h', name: 'g', scope: 'global', slice: 20 };
+    const perClient: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: '1h', name: 'c' };
+    await awayFromWindowEnd(3_600_000, 30_000);
+    const answers: boolean[] = [];
+    for (let n = 0; n < 6; n++) answers.push((await svc.consumeAll([global, perClient], 'one')).allowed);
+    expect(answers).toEqual([true, true, true, false, false, false]);
+    // One slice of 20 was taken for the first call: 3 spent, 17 left here, and Redis holds 980.
+    const { svc: other } = await instance();
+    expect((await inRedis(other, global, 'one')).remaining).toBe(980);
+    const spent = await svc.consume(global, 'one');
+    expect(spent.remaining).toBe(980 + 16);
+  });
+
+  it("reset() drops this instance's slice: it is not spent after the reset", async () => {
+    const { svc } = await instance();
+    const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 100, window: '1h', name: 'reset', slice: 10 };
+    await awayFromWindowEnd(3_600_000, 30_000);
+    expect((await svc.consume(policy, 'k')).allowed).toBe(true);
+    await svc.reset(policy, 'k');
+    expect((await svc.consume(policy, 'k')).allowed).toBe(true);
+    expect((await inRedis(svc, policy, 'k')).remaining).toBe(90);
+  });
+});
