@@ -133,7 +133,12 @@ export class SlicingStore implements RateLimitStore {
     return penalizeIn(this.inner, calls);
   }
 
+  /** A lockout this instance sets is seen at once: its slices of the keys are given back, so the next decision asks Redis. */
   block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+    for (const call of calls) {
+      const entry = this.keys.get(call.stateKey);
+      if (entry) this.giveBack(entry);
+    }
     return this.inner.block(calls, ms);
   }
 

@@ -178,6 +178,18 @@ describe('slice: what is left, and answers near the limit', () => {
     expect(spent.remaining).toBe(980 + 16);
   });
 
+  it('block() from this instance is seen at once: its slice is not spent during the lockout', async () => {
+    const { svc } = await instance();
+    const policy: RateLimitPolicy = { algorithm: 'token-bucket', limit: 100, window: '1h', name: 'blocked', slice: 10 };
+    expect((await svc.consume(policy, 'k')).allowed).toBe(true);
+    await svc.block(policy, 'k', '1m');
+    const locked = await svc.consume(policy, 'k');
+    expect([locked.allowed, locked.reason]).toEqual([false, 'blocked']);
+    // The slice went back: only the one unit spent is charged.
+    await svc.unblock(policy, 'k');
+    expect((await inRedis(svc, policy, 'k')).remaining).toBe(99);
+  });
+
   it("reset() drops this instance's slice: it is not spent after the reset", async () => {
     const { svc } = await instance();
     const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 100, window: '1h', name: 'reset', slice: 10 };
