@@ -115,6 +115,16 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/**
+ * Waits out the end of the current aligned minute when it is less than `marginMs` away: a test that counts
+ * requests in a 1-minute `fixed-window` on the real clock would see its count start over if two of its
+ * requests straddled the boundary (a ~0.2 % chance per test otherwise).
+ */
+export async function clearOfMinuteEnd(marginMs = 3_000): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < marginMs) await sleep(left + 20);
+}
+
 /** Shorthand used by most suites: `RateLimitModule.forRoot` on `store` plus `extra` options. */
 export async function rateLimitModule(store: StoreName, redis: SharedRedis, extra: RateLimitModuleOptions = {}): Promise<DynamicModule> {
   return RateLimitModule.forRoot({ ...(await storeOptions(store, redis)), ...extra });

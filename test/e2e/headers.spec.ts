@@ -4,7 +4,10 @@ import { parseList } from 'structured-headers';
 import request from 'supertest';
 import { RateLimit, RateLimitModule, type RateLimitModuleOptions } from '../../lib';
 import { Gate } from '../support/gate';
-import { ADAPTERS, bootApp, MATRIX, rateLimitModule, redisPerTest, SharedRedis, sleep } from './harness';
+import { ADAPTERS, bootApp, MATRIX, rateLimitModule, redisPerTest, SharedRedis, sleep, clearOfMinuteEnd } from './harness';
+
+// Some policies here count in aligned 1-minute windows on the real clock.
+beforeEach(() => clearOfMinuteEnd());
 
 /** A list field's members through the RFC 9651 parser: name and parameters (`undefined` when the field is absent). */
 const members = (field: string | undefined): Array<Record<string, unknown>> | undefined =>

@@ -3,7 +3,10 @@ import request from 'supertest';
 import { RateLimit, RateLimiterService } from '../../lib';
 import { RateLimitTestClock, RateLimitTestingModule } from '../../lib/testing';
 import { fieldMembers, secondsOver, timed } from '../support/rate-limit-fields';
-import { ADAPTERS, bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
+import { ADAPTERS, bootApp, MATRIX, rateLimitModule, SharedRedis, sleep, clearOfMinuteEnd } from './harness';
+
+// Some policies here count in aligned 1-minute windows on the real clock.
+beforeEach(() => clearOfMinuteEnd());
 
 /** The caller named by the `x-user` header (the default IP tracker without one). */
 const byUser = (context: ExecutionContext) => context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers['x-user'];

@@ -8,7 +8,10 @@ import { Controller, Get, type INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { RateLimit, SkipRateLimit, type RateLimitPolicy } from '../../lib';
 import { RateLimitTestClock, RateLimitTestingModule } from '../../lib/testing';
-import { ADAPTERS, bootApp, rateLimitModule, SharedRedis, storeOptions } from './harness';
+import { ADAPTERS, bootApp, rateLimitModule, SharedRedis, storeOptions, clearOfMinuteEnd } from './harness';
+
+// Some policies here count in aligned 1-minute windows on the real clock.
+beforeEach(() => clearOfMinuteEnd());
 
 // A token bucket and a fixed window: an override that lost the algorithm or the window would show in the
 // headers (`w` is a bucket's refill time, a fixed window's length) and in when quota comes back.

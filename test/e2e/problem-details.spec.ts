@@ -8,7 +8,10 @@ import { Controller, Get, type INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { RateLimit, RateLimitModule, type RateLimitModuleOptions, type RateLimitPolicy } from '../../lib';
 import { RateLimitTestingModule } from '../../lib/testing';
-import { ADAPTERS, bootApp, redisPerTest } from './harness';
+import { ADAPTERS, bootApp, redisPerTest, clearOfMinuteEnd } from './harness';
+
+// Some policies here count in aligned 1-minute windows on the real clock.
+beforeEach(() => clearOfMinuteEnd());
 
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
 const ONE_A_MINUTE: RateLimitPolicy = { name: 'minute', algorithm: 'fixed-window', limit: 1, window: '1m' };
