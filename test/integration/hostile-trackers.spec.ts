@@ -214,6 +214,9 @@ describe.each<AdapterName>(['express', 'fastify'])('hostile trackers through a r
       await hammer(port, path, 50, () => headersOf(-1)); // warm-up: one client, allowed then limited
       const before = await liveBytes();
       expect(new Set(await hammer(port, path, CLIENTS, headersOf))).toEqual(new Set([200]));
+      // Sockets of the last requests (and their 15 KB headers) may still be closing on a busy machine: the full
+      // suite once measured one run 2 MB over. What the app keeps is still there after they have gone.
+      await new Promise((resolve) => setTimeout(resolve, 500));
       return (await liveBytes()) - before;
     } finally {
       await app.close();

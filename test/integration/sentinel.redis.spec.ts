@@ -17,9 +17,9 @@ import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
-import type { RedisStore } from '../../lib/stores/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { startRedisSentinel, type RedisSentinelProcess } from '../support/redis-server';
+import { ownedClientOf } from '../support/store-chain';
 
 const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -41,11 +41,6 @@ async function service(options: RateLimitModuleOptions): Promise<{ svc: RateLimi
   stores.push(store);
   expect(await store.ready?.(5_000)).toBe(true);
   return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
-}
-
-/** The ioredis client under a store `createStore` built without hot-key shedding (ResilientStore → RedisStore). */
-function clientOf(store: RateLimitStore): Redis {
-  return (store as unknown as { primary: RedisStore }).primary.client as Redis;
 }
 
 interface Sample {
@@ -74,7 +69,7 @@ describe('Sentinel failover', () => {
       onStoreError: 'fail-closed',
       hotKeyShedding: false,
     });
-    const client = clientOf(store);
+    const client = ownedClientOf(store);
     const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: LIMIT, window: '1h', name: 'failover' };
 
     // The failover is asked of the last sentinel, not the first one the client resolves the master with. It

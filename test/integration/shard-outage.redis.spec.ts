@@ -24,6 +24,7 @@ import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
 import { backOnRedis, slotOwners, steadyLoad, trackersByMaster, type Sample } from '../support/master-outage';
 import { libraryCluster, startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
+import { ownedClientOf } from '../support/store-chain';
 
 const registry = new RateLimitAlgorithmRegistry();
 const PREFIX = 'rl';
@@ -219,7 +220,7 @@ describe('standalone Redis: recovery after a long outage', () => {
     servers.push(redis);
     const { svc, store } = service(redis.url);
     expect(await store.ready?.(5_000)).toBe(true);
-    const client = (store as unknown as { primary: RedisStore }).primary.client as Redis;
+    const client = ownedClientOf(store);
     const cap = (OWNED_CLIENT_DEFAULTS.retryStrategy as (attempt: number) => number)(100);
     expect(cap).toBe(1_000);
     const samples: Array<{ at: number; byRedis: boolean }> = [];

@@ -1,0 +1,17 @@
+import type { Redis } from 'ioredis';
+import { RedisStore } from '../../lib/stores/redis.store';
+import type { RateLimitStore } from '../../lib/stores/store.interface';
+
+/**
+ * The ioredis client of the RedisStore at the bottom of a store `createStore` built from a URL or options
+ * (under its shedding, slicing and resilience layers, whichever are there).
+ */
+export function ownedClientOf(store: RateLimitStore): Redis {
+  let layer: unknown = store;
+  while (layer !== undefined && !(layer instanceof RedisStore)) {
+    const wrapper = layer as { inner?: unknown; primary?: unknown };
+    layer = wrapper.inner ?? wrapper.primary;
+  }
+  if (!(layer instanceof RedisStore)) throw new Error('no RedisStore under this store: was it built by createStore with Redis?');
+  return layer.client as Redis;
+}
