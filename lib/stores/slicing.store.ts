@@ -96,8 +96,10 @@ export class SlicingStore implements RateLimitStore {
     if (plans.every(isSlice)) return this.spentLocally(plans);
     const askedAt = this.clock();
     const sent: RateLimitCall[] = [];
-    /** Per call, units a refill takes (0: not a refill). */
+    /** Per call, where it is in `sent` (−1: spent locally), and the units a refill takes (0: not a refill). */
+    const at: number[] = [];
     const takes = calls.map((call, index) => {
+      at.push(isSlice(plans[index]) ? -1 : sent.length);
       if (isSlice(plans[index])) return 0;
       const take = plans[index] === 'refill' ? Math.max(call.slice ?? 0, call.cost) : 0;
       sent.push(take > 0 ? { ...call, cost: take } : call);
@@ -108,16 +110,22 @@ export class SlicingStore implements RateLimitStore {
     for (const entry of refilled) entry.refilling = answer;
     try {
       const decision = await answer;
+      const refillVerdicts = takes.flatMap((take, i) => (take > 0 ? [decision.verdicts[at[i]]] : []));
+      if (refillVerdicts.some((v) => v.reason === 3)) {
+        // The store was unavailable and a fallback decided a whole slice, which no request asked for (`insurance`
+        // would charge it to its share, or reject what the request's own cost fits): give back what it charged
+        // and let the fallback decide the request at its own cost.
+        this.unreserve(calls, plans);
+        if (decision.allowed) await this.inner.refund(sent);
+        return await this.inner.decide(calls, 'consume');
+      }
       if (decision.allowed) return this.merged(calls, plans, takes, decision, askedAt);
       this.unreserve(calls, plans);
       // A rejection of a whole slice says nothing about the request's own cost: decide it again exactly, and keep
       // a key whose slice did not fit exact.
       if (!takes.some((take, i) => take > calls[i].cost)) return this.merged(calls, plans, takes, decision, askedAt);
-      let next = 0;
       calls.forEach((call, i) => {
-        if (isSlice(plans[i])) return;
-        const verdict = decision.verdicts[next++];
-        if (takes[i] > 0 && !verdict.allowed) this.entry(call.stateKey).exact = true;
+        if (takes[i] > 0 && !decision.verdicts[at[i]].allowed) this.entry(call.stateKey).exact = true;
       });
       return this.exactly(calls);
     } finally {

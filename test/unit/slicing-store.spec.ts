@@ -4,6 +4,7 @@ import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory.store';
+import { ResilientStore } from '../../lib/stores/resilient.store';
 import { SlicingStore } from '../../lib/stores/slicing.store';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
 import { compilePolicy } from '../../lib/utils/compile-policy';
@@ -115,15 +116,38 @@ describe('SlicingStore', () => {
     expect(inner.refunds).toEqual([6]);
   });
 
-  it("never makes a slice of a fallback's answer (the store was unavailable)", async () => {
+  it("never makes a slice of a fallback's answer: the fallback decides the request at its own cost", async () => {
     const inner = new CountingStore();
     inner.fallback = true;
     const store = new SlicingStore(inner);
     const calls = callsFor(hot);
-    for (let i = 0; i < 3; i++) expect((await store.decide(calls, 'consume')).verdicts[0].reason).toBe(3);
-    expect(inner.decides).toHaveLength(3);
+    for (let i = 0; i < 2; i++) expect((await store.decide(calls, 'consume')).verdicts[0].reason).toBe(3);
+    // Each request: the grant the store could not make, then the request itself.
+    expect(inner.decides.map((d) => d.costs)).toEqual([[10], [1], [10], [1]]);
     await store.close();
-    expect(inner.refunds).toEqual([]);
+    expect(inner.refunds).toEqual([10, 10]);
+  });
+
+  it("while Redis is unavailable, insurance decides each request at its own cost, not a slice's", async () => {
+    const hanging: RateLimitStore = {
+      decide: () => new Promise<StoreDecision>(() => undefined),
+      refund: async () => undefined,
+      block: async () => undefined,
+      delete: async () => undefined,
+      close: async () => undefined,
+    };
+    const resilient = new ResilientStore(hanging, { timeoutMs: 20, insuranceShare: 0.5, logIntervalMs: 60_000, retryAfterFailureMs: 250 });
+    const store = new SlicingStore(resilient);
+    // limit 20, slices of 10: insurance holds half, 10, which one slice charged to it would use up at once.
+    const calls = callsFor({ algorithm: 'fixed-window', limit: 20, window: '1h', slice: 10, onStoreError: 'insurance' });
+    const answers: boolean[] = [];
+    for (let i = 0; i < 11; i++) {
+      const decision = store.decideSync(calls, 'consume') ?? (await store.decide(calls, 'consume'));
+      expect(decision.verdicts[0].reason).toBe(3);
+      answers.push(decision.allowed);
+    }
+    expect(answers).toEqual([...Array<boolean>(10).fill(true), false]);
+    await store.close();
   });
 
   it("answers from a slice synchronously, and counts the store's times down", async () => {
