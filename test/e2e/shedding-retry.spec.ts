@@ -11,6 +11,7 @@ import { parseItem, parseList } from 'structured-headers';
 import request from 'supertest';
 import { RateLimit } from '../../lib';
 import { ADAPTERS, bootApp, rateLimitModule, SharedRedis, sleep } from './harness';
+import { scriptCalls as scriptCallsOf } from '../support/redis-server';
 
 const costOf = (context: ExecutionContext) => Number(context.switchToHttp().getRequest<{ query: Record<string, string> }>().query.cost);
 
@@ -41,12 +42,7 @@ describe.each(ADAPTERS)('a retry told under hot-key shedding, on %s with the Red
     await redis.stop();
   });
 
-  /** Script calls Redis has run since the last CONFIG RESETSTAT. */
-  const scriptCalls = async () => {
-    const info = await (await redis.client()).info('commandstats');
-    const calls = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
-    return calls('evalsha') + calls('eval');
-  };
+  const scriptCalls = async () => scriptCallsOf(await redis.client());
   const spend = (cost: number) => request(app.getHttpServer()).get(`/spend?cost=${cost}`);
 
   it('is the true wait after an admission of this instance, and honouring it gets a 200', async () => {

@@ -7,6 +7,7 @@ import { parseItem, parseList } from 'structured-headers';
 import request from 'supertest';
 import { RateLimit } from '../../lib';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
+import { scriptCalls as scriptCallsOf } from '../support/redis-server';
 
 const HOUR = 3_600_000;
 
@@ -39,11 +40,7 @@ describe.each(MATRIX)('a sliced global limit on $adapter with the $store store',
     await redis.stop();
   });
 
-  const scriptCalls = async () => {
-    const info = await (await redis.client()).info('commandstats');
-    const calls = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
-    return calls('evalsha') + calls('eval');
-  };
+  const scriptCalls = async () => scriptCallsOf(await redis.client());
 
   it('admits 60, with the remaining count of every answer exact, then 429 until the window ends', async () => {
     // An aligned hour: keep the test away from its end.

@@ -12,7 +12,7 @@ import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
-import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
+import { libraryClient, scriptCalls as scriptCallsOf, startRedis, type RedisProcess } from '../support/redis-server';
 
 const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -48,12 +48,7 @@ async function service(extra: Partial<RateLimitModuleOptions> = {}): Promise<{ s
   return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
 }
 
-/** Script calls Redis has run since the last CONFIG RESETSTAT (EVALSHA, plus EVAL for a script's first load on a connection). */
-async function scriptCalls(): Promise<number> {
-  const info = await admin!.info('commandstats');
-  const calls = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
-  return calls('evalsha') + calls('eval');
-}
+const scriptCalls = () => scriptCallsOf(admin!);
 
 // gcra, 2 per 2 s, burst 2: after two quick calls the third is rejected for about a second.
 const policy: RateLimitPolicy = { algorithm: 'gcra', limit: 2, window: '2s', name: 'hot' };

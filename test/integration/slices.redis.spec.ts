@@ -13,7 +13,7 @@ import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { createStore } from '../../lib/stores/create-store';
 import { SLICE_LIFETIME_MS } from '../../lib/stores/slicing.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
-import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
+import { libraryClient, scriptCalls as scriptCallsOf, startRedis, type RedisProcess } from '../support/redis-server';
 
 const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -45,12 +45,7 @@ async function instance(extra: Partial<RateLimitModuleOptions> = {}): Promise<{ 
   return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
 }
 
-/** Script calls Redis has run since the last CONFIG RESETSTAT. */
-async function scriptCalls(): Promise<number> {
-  const info = await admin!.info('commandstats');
-  const calls = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
-  return calls('evalsha') + calls('eval');
-}
+const scriptCalls = () => scriptCallsOf(admin!);
 
 /** A fixed window of `ms` far enough from its end for a test lasting `needMs`: waits for the next one otherwise. */
 async function awayFromWindowEnd(ms: number, needMs: number): Promise<void> {
