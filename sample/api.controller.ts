@@ -24,6 +24,7 @@ export class ApiController {
         '/health',
         '/quotes',
         '/search',
+        '/feed',
         '/algorithms/<name>',
         'POST /login',
         'POST /moderation/deny',
@@ -66,5 +67,19 @@ export class ApiController {
   ])
   search() {
     return { results: [] };
+  }
+
+  /**
+   * One limit for everyone (2,000 per second for the whole API) beside each client's own: with Redis, each
+   * instance takes the global key's units 20 at a time and spends them in-process (`slice`), so the hot key
+   * costs Redis one call per 20 requests instead of one per request.
+   */
+  @Get('feed')
+  @RateLimit([
+    { name: 'everyone', algorithm: 'token-bucket', limit: 2_000, window: '1s', by: () => 'whole-api', slice: 20 },
+    { name: 'client', algorithm: 'gcra', limit: 20, window: '1m' },
+  ])
+  feed() {
+    return { items: [] };
   }
 }

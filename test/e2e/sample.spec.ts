@@ -64,6 +64,23 @@ describe.each(MATRIX)('sample app on $adapter with the $store store', ({ adapter
     expect(locked.headers['retry-after']).toBe('900');
   });
 
+  it('limits /feed for everyone (in slices with Redis) and per client', async () => {
+    const statuses: number[] = [];
+    const everyone: number[] = [];
+    const client: number[] = [];
+    for (let i = 0; i < 21; i++) {
+      const res = await http().get('/feed');
+      statuses.push(res.status);
+      const [, e, c] = /^"everyone";r=(\d+);t=\d+, "client";r=(\d+);t=\d+$/.exec(String(res.headers['ratelimit'])) ?? [];
+      everyone.push(Number(e));
+      client.push(Number(c));
+    }
+    expect(statuses).toEqual([...Array<number>(20).fill(200), 429]);
+    expect(client.slice(0, 20)).toEqual(Array.from({ length: 20 }, (_, i) => 19 - i));
+    // The global bucket (2,000, two units back per ms) has never been below 2,000 − 21.
+    expect(everyone.slice(0, 20).every((r) => r >= 1_979 && r <= 1_999)).toBe(true);
+  });
+
   it('never rejects on the shadowed policy of /search', async () => {
     const statuses = [];
     for (let i = 0; i < 7; i++) statuses.push((await http().get('/search')).status);
