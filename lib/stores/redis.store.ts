@@ -55,7 +55,7 @@ interface Queued {
  * per-command cost once per batch instead of once per decision. A batch leaves when it is full or when the
  * turn ends, sent at once, so several can be in flight; a lone decision goes the same way, with its
  * algorithm's lean script. A cluster cannot run keys of several slots in one script, so there every
- * decision is its own call.
+ * decision is its own call; with ioredis, the calls of one turn go to each master in one write (a pipeline).
  *
  * Calls with a fixed number of keys (decisions on a Cluster or with `batch` off, refunds, lockouts) are
  * prepared up front: per algorithm, the lone script for one policy's decision (algorithms/lone.lua) and a
@@ -73,6 +73,8 @@ export class RedisStore implements RateLimitStore {
   private readonly multi: ScriptRunner[] = [];
   /** With batching (standalone Redis): each algorithm's lone script, and the one holding them all. */
   private readonly direct?: { lone: Map<string, LuaScript>; all: LuaScript };
+  /** With batching on a Cluster whose client pipelines: the scripts of calls sent alone, by algorithm. */
+  private readonly perNode?: { lone: Map<string, LuaScript>; single: Map<string, LuaScript>; all: LuaScript };
   private queue: Queued[] = [];
   /** The last key {@link nodeOf} hashed, and its slot. */
   private lastSlotKey: string | undefined;
@@ -82,7 +84,7 @@ export class RedisStore implements RateLimitStore {
    * @param client an ioredis client or cluster, a node-redis 5 client or cluster, or a Valkey GLIDE 2 client or cluster client.
    * @param algorithms the algorithms whose scripts to register.
    * @param owned whether `close()` quits the client (only for clients this library created).
-   * @param batch whether decisions of one tick share a call; ignored (off) on a Cluster.
+   * @param batch whether decisions of one tick share a call (on a Cluster: one write per master, with ioredis).
    */
   constructor(
     readonly client: RedisClient,
@@ -92,14 +94,16 @@ export class RedisStore implements RateLimitStore {
   ) {
     const transport = (this.transport = transportFor(client));
     const lone = new Map(algorithms.map((algorithm) => [algorithm.name, luaScript(composeLoneScript(algorithm))]));
+    const single = new Map(algorithms.map((algorithm) => [algorithm.name, luaScript(composeDecideScript([algorithm]))]));
     const all = luaScript(composeDecideScript(algorithms));
     for (const algorithm of algorithms) {
       const { name, keyTag } = algorithm;
       this.lone.set(name, transport.prepare(lone.get(name)!, decisionKeyCount(1), `rlDecideOne_${keyTag}`));
-      this.single.set(name, transport.prepare(luaScript(composeDecideScript([algorithm])), decisionKeyCount(1), `rlDecide_${keyTag}`));
+      this.single.set(name, transport.prepare(single.get(name)!, decisionKeyCount(1), `rlDecide_${keyTag}`));
     }
     for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) this.multi[n] = transport.prepare(all, decisionKeyCount(n), `rlDecideAll_${n}`);
     if (batch && !transport.isCluster) this.direct = { lone, all };
+    if (batch && transport.isCluster && transport.pipeline) this.perNode = { lone, single, all };
   }
 
   /** Whether the client is a cluster client. */
@@ -110,7 +114,9 @@ export class RedisStore implements RateLimitStore {
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     return new Promise<StoreDecision>((resolve, reject) => {
       const queued: Queued = { calls, mode, resolve, reject };
-      if (!this.direct || calls.length > MAX_POLICIES_PER_DECISION) {
+      if (this.perNode && calls.length <= MAX_POLICIES_PER_DECISION) {
+        if (this.queue.push(queued) === 1) setImmediate(() => this.flushPerNode());
+      } else if (!this.direct || calls.length > MAX_POLICIES_PER_DECISION) {
         this.run(calls, MODE_CODE[mode])
           .then((reply) => this.settle([queued], reply as Reply))
           .catch(reject);
@@ -219,6 +225,68 @@ export class RedisStore implements RateLimitStore {
       });
   }
 
+  /**
+   * On a Cluster: the decisions queued this turn, grouped by the master serving their slot, each group written
+   * to its master at once (a pipeline of one `EVALSHA` per decision). A decision Redis did not run (`NOSCRIPT`,
+   * or a slot that moved: `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`) goes again alone, through the client's own
+   * redirection and script handling; any other failure is its own, as its own call's would be.
+   */
+  private flushPerNode(): void {
+    const queued = this.queue;
+    this.queue = [];
+    const byNode = new Map<string, Queued[]>();
+    for (const q of queued) {
+      const node = this.nodeOf(q.calls[0].stateKey);
+      if (node === undefined) {
+        this.sendAlone(q);
+        continue;
+      }
+      const group = byNode.get(node);
+      if (group) group.push(q);
+      else byNode.set(node, [q]);
+    }
+    for (const group of byNode.values()) {
+      if (group.length === 1) {
+        this.sendAlone(group[0]);
+        continue;
+      }
+      const calls = group.map(({ calls, mode }) => {
+        const keys: string[] = [];
+        const args: string[] = [];
+        appendCall(keys, args, calls, MODE_CODE[mode]);
+        return { script: this.scriptFor(calls, MODE_CODE[mode]), keys, args };
+      });
+      this.transport.pipeline!(calls).then(
+        (replies) =>
+          group.forEach((q, i) => {
+            const [error, reply] = replies[i] ?? [new RateLimitStoreError('no reply in the pipeline'), undefined];
+            if (!error) this.settle([q], reply as Reply);
+            else if (nothingRan(error)) this.sendAlone(q);
+            else this.explainError(q.calls, error).then(q.reject, q.reject);
+          }),
+        (error: unknown) => {
+          // The slot map changed between grouping and sending: nothing was sent.
+          if (error instanceof Error && error.message.includes('should belong to the same slot')) group.forEach((q) => this.sendAlone(q));
+          else for (const q of group) q.reject(error);
+        },
+      );
+    }
+  }
+
+  /** One decision as its own call. */
+  private sendAlone(q: Queued): void {
+    this.run(q.calls, MODE_CODE[q.mode])
+      .then((reply) => this.settle([q], reply as Reply))
+      .catch(q.reject);
+  }
+
+  /** The script a call of these calls runs alone (as {@link run} picks its prepared command). */
+  private scriptFor(calls: readonly RateLimitCall[], mode: string): LuaScript {
+    const { lone, single, all } = this.perNode!;
+    const name = calls[0].algorithm.name;
+    return isLone(calls, mode) ? lone.get(name)! : calls.length === 1 ? single.get(name)! : all;
+  }
+
   /** Hands each decision of `batch` its part of the script's reply. */
   private settle(batch: readonly Queued[], reply: Reply): void {
     let offset = 1;
@@ -258,4 +326,9 @@ export class RedisStore implements RateLimitStore {
   private explain(calls: readonly RateLimitCall[], cause: Error): Promise<Error> {
     return explainWrongType(calls, cause, (key) => this.transport.type(key));
   }
+}
+
+/** Errors after which Redis ran nothing: the script was missing, or the key's slot is served elsewhere or not now. */
+function nothingRan(error: Error): boolean {
+  return /^(NOSCRIPT|MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(error.message);
 }

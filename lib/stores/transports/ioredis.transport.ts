@@ -1,7 +1,7 @@
 import { Command, type Cluster, type Redis, type RedisOptions } from 'ioredis';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import type { LuaScript } from '../redis-codec';
-import { isNoScript, untilReady, type RedisScriptTransport, type ScriptRunner } from './redis-transport';
+import { isNoScript, untilReady, type RedisScriptTransport, type ScriptCall, type ScriptRunner } from './redis-transport';
 
 /** A defined command; ioredis flattens array arguments (no spreading of long lists per call). */
 type ScriptCommand = (...keysAndArgs: Array<string | number | Array<string | number>>) => Promise<unknown>;
@@ -44,6 +44,13 @@ export class IoredisTransport implements RedisScriptTransport {
       if (isNoScript(error)) return send('eval', lua);
       throw error;
     });
+  }
+
+  /** On a Cluster, where a batch cannot be one script call: each master gets its decisions in one write. */
+  async pipeline(calls: readonly ScriptCall[]): Promise<Array<[Error | null, unknown]>> {
+    const pipeline = this.client.pipeline();
+    for (const { script, keys, args } of calls) pipeline.evalsha(script.sha, keys.length, ...keys, ...args);
+    return (await pipeline.exec()) ?? [];
   }
 
   del(key: string): Promise<unknown> {

@@ -4,6 +4,13 @@ import { isDefiniteConnectionError } from '../store-description';
 /** Runs one script with the number of keys it was prepared for; resolves to the script's reply. */
 export type ScriptRunner = (keys: string[], args: string[]) => Promise<unknown>;
 
+/** One script call of a pipeline. */
+export interface ScriptCall {
+  script: LuaScript;
+  keys: string[];
+  args: string[];
+}
+
 /**
  * What {@link RedisStore} needs from a Redis client, one implementation per client library (ioredis, node-redis,
  * Valkey GLIDE). The store keeps the decision logic (batching, reply settling, errors); a transport only moves a
@@ -25,6 +32,12 @@ export interface RedisScriptTransport {
   prepare(script: LuaScript, numberOfKeys: number, name: string): ScriptRunner;
   /** One call of `script` with any number of keys, sent at once (a batch of decisions on a standalone server). */
   evalScript(script: LuaScript, keys: string[], args: string[]): Promise<unknown>;
+  /**
+   * On a cluster, several script calls whose keys one master serves, each its own `EVALSHA`, written to it at
+   * once (a pipeline); resolves with each call's error or reply, in order (a `NOSCRIPT` or a redirection is
+   * returned, not followed). Absent: on a cluster each call is sent alone.
+   */
+  pipeline?(calls: readonly ScriptCall[]): Promise<Array<[Error | null, unknown]>>;
   del(key: string): Promise<unknown>;
   /** Redis `TYPE` of `key` (`none` when absent). */
   type(key: string): Promise<string>;
