@@ -180,6 +180,29 @@ describe('each decision is exactly one EVALSHA', () => {
     }
   });
 
+  test(`a batch holds at most ${MAX_BATCH} policies: a tick of ten 8-policy requests leaves in calls of 4, 4 and 2`, async () => {
+    const eight: RateLimitPolicy[] = Array.from({ length: 8 }, (_, i) => ({
+      algorithm: 'fixed-window',
+      limit: 5,
+      window: 60_000,
+      name: `p${i}`,
+    }));
+    const written: number[] = [];
+    const send = client.sendCommand.bind(client);
+    const spy = jest.spyOn(client, 'sendCommand').mockImplementation((command, stream) => {
+      // An 8-policy decision has 17 keys (state and lockout per policy, and the deny key).
+      written.push(Number(command.args[1]) / 17);
+      return send(command, stream);
+    });
+    try {
+      const decisions = await Promise.all(Array.from({ length: 10 }, (_, i) => service.consumeAll(eight, `eight-${i}`)));
+      expect(written).toEqual([4, 4, 2]);
+      expect(decisions.every((d) => d.allowed)).toBe(true);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   test('a lone decision is written when its turn ends (not held for an auto-pipeline), with its lean script', async () => {
     const written: Array<{ name: string; keys: number }> = [];
     const send = client.sendCommand.bind(client);
