@@ -33,7 +33,7 @@ type Reply = ReadonlyArray<number | string>;
  * Most policy decisions in one batch call (a request of 8 policies counts 8). A full batch leaves at once, so
  * Redis decides it while Node is still making the next (measured: 1.4 - 2x the decisions/s of one batch per
  * tick at 64 callers); counting policies, not requests, keeps one script run short whatever the policy count
- * (32 requests of 8 policies held Redis 1.7 - 2.4 ms, and everyone else with it).
+ * (32 requests of 8 policies held Redis 1.3 - 2.4 ms per run, and everyone else with it).
  */
 export const MAX_BATCH = 32;
 
@@ -287,7 +287,7 @@ export class RedisStore implements RateLimitStore {
       .catch(q.reject);
   }
 
-  /** The script a call of these calls runs alone (as {@link run} picks its prepared command). */
+  /** The script these calls run when sent on their own (the one {@link run} picks). */
   private scriptFor(calls: readonly RateLimitCall[], mode: string): LuaScript {
     const { lone, single, all } = this.perNode!;
     const name = calls[0].algorithm.name;
