@@ -2,19 +2,13 @@
  * Hot-key shedding against a real redis-server: once a tracker is rejected with retryAfter R, this instance
  * answers it locally until R has passed, so Redis (INFO commandstats) stops seeing an abusive client.
  */
-import { Redis } from 'ioredis';
-import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitWaitError } from '../../lib/errors/rate-limit-wait.error';
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
-import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
-import type { RateLimitStore } from '../../lib/stores/store.interface';
-import { libraryClient, scriptCalls as scriptCallsOf, startRedis, type RedisProcess } from '../support/redis-server';
+import { scriptCalls as scriptCallsOf } from '../support/redis-server';
+import { servicesOnRedis } from '../support/services-on-redis';
 
-const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Waits until `ms` have passed since `since` (performance.now()): never less, whatever the timer does. */
@@ -22,33 +16,11 @@ async function waitSince(since: number, ms: number): Promise<void> {
   for (let left = since + ms - performance.now(); left > 0; left = since + ms - performance.now()) await sleep(Math.ceil(left));
 }
 
-let redis: RedisProcess | undefined;
-let admin: Redis | undefined;
-const clients: Redis[] = [];
-const stores: RateLimitStore[] = [];
+const redis = servicesOnRedis({ storeTimeoutMs: 2_000, onStoreError: 'fail-open' });
+const service = redis.instance;
+const admin = redis.admin;
 
-beforeAll(async () => {
-  redis = await startRedis();
-  admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-}, 30_000);
-
-afterAll(async () => {
-  for (const store of stores) await store.close();
-  for (const client of clients) client.disconnect();
-  admin?.disconnect();
-  await redis?.stop();
-});
-
-async function service(extra: Partial<RateLimitModuleOptions> = {}): Promise<{ svc: RateLimiterService; store: RateLimitStore }> {
-  const client = await libraryClient(redis!.url);
-  clients.push(client);
-  const options: RateLimitModuleOptions = { redis: client, storeTimeoutMs: 2_000, onStoreError: 'fail-open', ...extra };
-  const store = createStore(options, registry);
-  stores.push(store);
-  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
-}
-
-const scriptCalls = () => scriptCallsOf(admin!);
+const scriptCalls = () => scriptCallsOf(admin());
 
 // gcra, 2 per 2 s, burst 2: after two quick calls the third is rejected for about a second.
 const policy: RateLimitPolicy = { algorithm: 'gcra', limit: 2, window: '2s', name: 'hot' };
@@ -60,7 +32,7 @@ describe('hot-key shedding', () => {
     // Warm both connections (the first script call of a connection is an EVAL that loads it).
     await svc.peek(policy, 'warm');
     await direct.peek(policy, 'warm');
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
 
     expect((await svc.consume(policy, 'abuser')).allowed).toBe(true);
     expect((await svc.consume(policy, 'abuser')).allowed).toBe(true);
@@ -123,7 +95,7 @@ describe('hot-key shedding', () => {
   it('off: Redis sees every call', async () => {
     const { svc } = await service({ hotKeyShedding: false });
     await svc.peek(policy, 'warm');
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     const decisions: RateLimitDecision[] = [];
     for (let i = 0; i < 502; i++) decisions.push(await svc.consume(policy, 'abuser-off'));
     expect(decisions.filter((d) => d.allowed)).toHaveLength(2);
@@ -134,7 +106,7 @@ describe('hot-key shedding', () => {
     const { svc } = await service();
     const blocking: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', blockFor: '10s', name: 'blocking' };
     await svc.peek(blocking, 'warm');
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     expect((await svc.consume(blocking, 'b')).allowed).toBe(true);
     const rejected = await svc.consume(blocking, 'b');
     expect(rejected).toMatchObject({ allowed: false, reason: 'blocked' });
@@ -155,7 +127,7 @@ describe('hot-key shedding', () => {
     const { svc } = await service();
     const counted: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', countOnly: 'failed', name: 'counted' };
     await svc.peek(counted, 'warm');
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     for (let i = 0; i < 10; i++) await svc.consume(counted, 'c');
     expect(await scriptCalls()).toBe(10);
   });
@@ -170,7 +142,7 @@ describe('hot-key shedding', () => {
     // Both leases held here: only a release here (or their expiry, an hour away) can make room.
     const held = [await svc.lease(leases, 'here'), await svc.lease(leases, 'here')];
     expect(held.map((l) => l.decision.allowed)).toEqual([true, true]);
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     for (let i = 0; i < 10; i++) expect(await svc.consume(leases, 'here')).toMatchObject({ allowed: false, remaining: 0 });
     expect(await scriptCalls()).toBe(1);
     await held[0].release();
@@ -181,7 +153,7 @@ describe('hot-key shedding', () => {
     expect((await svc.lease(leases, 'shared')).decision.allowed).toBe(true);
     const theirs = await elsewhere.lease(leases, 'shared');
     expect(theirs.decision.allowed).toBe(true);
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     for (let i = 0; i < 10; i++) expect((await svc.consume(leases, 'shared')).allowed).toBe(false);
     expect(await scriptCalls()).toBe(10);
     await theirs.release();
@@ -212,7 +184,7 @@ describe('hot-key shedding', () => {
     const bucket: RateLimitPolicy = { algorithm: 'gcra', limit: 3, window: '1h', name: 'dearer' };
     await svc.peek(bucket, 'warm');
     for (let i = 0; i < 3; i++) expect((await svc.consume(bucket, 'd')).allowed).toBe(true);
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     const one = await svc.consume(bucket, 'd');
     expect(await svc.consume(bucket, 'd')).toMatchObject({ allowed: false });
     expect(await scriptCalls()).toBe(1);
@@ -237,7 +209,7 @@ describe('hot-key shedding', () => {
     }
     expect((store as unknown as { shed: Map<string, unknown> }).shed.size).toBe(5);
     expect((store as unknown as { byStateKey: Map<string, unknown> }).byStateKey.size).toBe(5);
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     // The 5 most recent are shed; older ones go to Redis again (and are still rejected there).
     for (let i = 45; i < 50; i++) expect((await svc.consume(strict, `t${i}`)).allowed).toBe(false);
     expect(await scriptCalls()).toBe(0);

@@ -3,49 +3,20 @@
  * own store and client, as separate processes would have), Redis seeing one call per slice, every unit charged
  * before it is spent, leftovers given back, and exact answers near the limit.
  */
-import { Redis } from 'ioredis';
-import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
-import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import { SLICE_LIFETIME_MS } from '../../lib/stores/slicing.store';
-import type { RateLimitStore } from '../../lib/stores/store.interface';
-import { libraryClient, scriptCalls as scriptCallsOf, startRedis, type RedisProcess } from '../support/redis-server';
+import { scriptCalls as scriptCallsOf } from '../support/redis-server';
+import { servicesOnRedis } from '../support/services-on-redis';
 
-const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-let redis: RedisProcess | undefined;
-let admin: Redis | undefined;
-const clients: Redis[] = [];
-const stores: RateLimitStore[] = [];
+const redis = servicesOnRedis({ storeTimeoutMs: 2_000, onStoreError: 'fail-closed' });
+const instance = redis.instance;
+const admin = redis.admin;
 
-beforeAll(async () => {
-  redis = await startRedis();
-  admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-}, 30_000);
-
-afterAll(async () => {
-  for (const store of stores) await store.close();
-  for (const client of clients) client.disconnect();
-  admin?.disconnect();
-  await redis?.stop();
-});
-
-/** One instance: its own client and store, as another process would have. */
-async function instance(extra: Partial<RateLimitModuleOptions> = {}): Promise<{ svc: RateLimiterService; store: RateLimitStore }> {
-  const client = await libraryClient(redis!.url);
-  clients.push(client);
-  const options: RateLimitModuleOptions = { redis: client, storeTimeoutMs: 2_000, onStoreError: 'fail-closed', ...extra };
-  const store = createStore(options, registry);
-  stores.push(store);
-  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
-}
-
-const scriptCalls = () => scriptCallsOf(admin!);
+const scriptCalls = () => scriptCallsOf(admin());
 
 /** A fixed window of `ms` far enough from its end for a test lasting `needMs`: waits for the next one otherwise. */
 async function awayFromWindowEnd(ms: number, needMs: number): Promise<void> {
@@ -68,7 +39,7 @@ describe('slice: one hot key, several instances', () => {
     const { svc } = await instance();
     const policy: RateLimitPolicy = { algorithm: 'token-bucket', limit: 100_000, window: '1s', name: 'calls', slice: 50 };
     await svc.peek(policy, 'warm'); // loads the scripts on this connection
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     const decisions = await hammer([svc], policy, 'api', 2_000);
     expect(decisions.filter((d) => d.allowed)).toHaveLength(2_000);
     expect(await scriptCalls()).toBe(40);
@@ -78,7 +49,7 @@ describe('slice: one hot key, several instances', () => {
     const services = await Promise.all([1, 2, 3, 4].map(async () => (await instance()).svc));
     const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1_000, window: '1h', name: 'fw', slice: 25 };
     await awayFromWindowEnd(3_600_000, 30_000);
-    await admin!.config('RESETSTAT');
+    await admin().config('RESETSTAT');
     const decisions = await hammer(services, policy, 'global', 3_000);
     const calls = await scriptCalls();
     expect(decisions.filter((d) => d.allowed)).toHaveLength(1_000);
@@ -150,8 +121,7 @@ describe('slice: what is left, and answers near the limit', () => {
     const policy: RateLimitPolicy = { algorithm: 'sliding-window', limit: 1_000, window: '1h', name: 'close', slice: 50 };
     for (let n = 0; n < 3; n++) expect((await svc.consume(policy, 'k')).allowed).toBe(true);
     expect((await inRedis(other, policy, 'k')).remaining).toBe(950);
-    await store.close();
-    stores.splice(stores.indexOf(store), 1);
+    await redis.close(store);
     expect((await inRedis(other, policy, 'k')).remaining).toBe(997);
   });
 
