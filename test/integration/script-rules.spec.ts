@@ -3,11 +3,12 @@
  * scripts as they are now (every `.lua` file of lib/algorithms and the scripts the store composes from them):
  *  1. No construct of one Lua version only: Redis and Valkey run Lua 5.1, Dragonfly Lua 5.4. (Neither server
  *     can be installed here: Debian 12 packages neither.)
- *  2. Under a stock Lua 5.4 (`lua5.4`, test/support/lua54-harness.lua with a stub `redis` table), the scripts
- *     compile and give, call for call, the replies the real redis-server (Lua 5.1) gave for the same keys,
- *     arguments and time, over representative decisions of every mode and algorithm (single, multi-policy
- *     and batched calls; consume, peek, refund, lockout, penalty; lockouts, concurrency leases, calendar
- *     windows, escalating lockouts); and
+ *  2. Under a stock Lua 5.4 (`lua5.4`, test/support/lua54-harness.lua), the scripts compile, send exactly the
+ *     commands and arguments they sent on the real redis-server (Lua 5.1), and give the same replies, over
+ *     representative decisions of every mode and algorithm (single, multi-policy and batched calls; consume,
+ *     peek, refund, lockout, penalty; lockouts, concurrency leases, calendar windows, escalating lockouts).
+ *     Each call runs on redis-server first with every command and its reply recorded; under Lua 5.4, the
+ *     commands are answered with those replies, so what Redis does comes from redis-server alone; and
  *  3. every key a command touches is one of the call's KEYS (Dragonfly refuses undeclared keys), every
  *     number passed to `redis.call` or returned is an integer (Lua 5.4 keeps floats apart: Dragonfly sends a
  *     float argument as %.17g and replies a float as a double, where Lua 5.1 Redis truncates), and no global
@@ -40,6 +41,14 @@ interface ScriptCall {
   script: LuaScript;
   keys: string[];
   args: string[];
+}
+
+/** A call as redis-server ran it: its reply, and each command the script sent with the server's reply to it. */
+interface RecordedCall extends ScriptCall {
+  /** The script's reply, or what it raised. */
+  reply: unknown;
+  error?: string;
+  commands: unknown[];
 }
 
 /** What the harness printed for one call. */
@@ -103,13 +112,58 @@ describe('Lua version portability (static)', () => {
   });
 });
 
-/** Runs `calls` in order through the Lua 5.4 harness (one keyspace for all); cjson gives whole numbers as integers or floats. */
-function runUnderLua54(calls: readonly (ScriptCall & { nowMs: number })[], cjsonIntegers: boolean): HarnessResult[] {
+/**
+ * `lua` made to record, for redis-server: each `redis.call` / `redis.pcall` goes through one that notes the
+ * command (arguments as Redis formats numbers, `%.17g`) and the server's reply (integers tagged, so none is
+ * rounded by cjson), and the script's reply comes back with the record: `{ 1, reply, record }`, or
+ * `{ 0, error, record }` when the script raised.
+ */
+function recording(lua: string): string {
+  const body = lua.replace(/redis\.call\(/g, '__record(true, ').replace(/redis\.pcall\(/g, '__record(false, ');
+  return `local __log = {}
+local function __tag(v)
+  if type(v) == 'number' then return { n = string.format('%.17g', v) } end
+  if type(v) ~= 'table' or v.ok or v.err then return v end
+  local out = {}
+  for i = 1, #v do out[i] = __tag(v[i]) end
+  return out
+end
+local function __record(raise, ...)
+  local sent = {}
+  for i = 1, select('#', ...) do
+    local a = select(i, ...)
+    sent[i] = type(a) == 'number' and string.format('%.17g', a) or a
+  end
+  local reply = redis.pcall(...)
+  __log[#__log + 1] = { sent, __tag(reply) }
+  if raise and type(reply) == 'table' and reply.err then error(reply) end
+  return reply
+end
+local __ok, __reply = pcall(function()
+${body}
+end)
+if not __ok then return { 0, type(__reply) == 'table' and __reply.err or tostring(__reply), cjson.encode(__log) } end
+return { 1, __reply, cjson.encode(__log) }`;
+}
+
+/** Runs `call` on redis-server, recording every command the script sends and the server's reply to it. */
+async function onRedisRecorded(call: ScriptCall): Promise<RecordedCall> {
+  const [ok, reply, log] = (await admin.eval(recording(call.script.lua), call.keys.length, ...call.keys, ...call.args)) as [
+    number,
+    unknown,
+    string,
+  ];
+  const commands = JSON.parse(log) as unknown[];
+  return ok === 1 ? { ...call, reply, commands } : { ...call, reply: null, error: String(reply), commands };
+}
+
+/** Runs recorded `calls` in order through the Lua 5.4 harness; cjson gives whole numbers as integers or floats. */
+function runUnderLua54(calls: readonly RecordedCall[], cjsonIntegers: boolean): HarnessResult[] {
   const scripts = [...new Set(calls.map((c) => c.script.lua))];
   const input = {
     cjsonIntegers,
     scripts,
-    calls: calls.map((c) => ({ script: scripts.indexOf(c.script.lua) + 1, keys: c.keys, argv: c.args, nowMs: c.nowMs })),
+    calls: calls.map((c) => ({ script: scripts.indexOf(c.script.lua) + 1, keys: c.keys, argv: c.args, commands: c.commands })),
   };
   const run = spawnSync('lua5.4', [HARNESS], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (run.status !== 0) throw new Error(`lua5.4 harness failed (${run.status}): ${run.stderr}\n${run.stdout.slice(0, 2000)}`);
@@ -188,19 +242,26 @@ function step(next: () => number, t: number): ScriptCall {
 }
 
 describe('the Lua 5.4 harness catches what it checks', () => {
-  it('an undeclared key, a float argument and reply, a global, and 5.1-only unpack', () => {
+  it('an undeclared key, a float argument and reply, a global, and 5.1-only unpack', async () => {
     const broken = luaScript(
       "redis.call('SET', KEYS[1], 7 / 2) redis.call('GET', 'elsewhere') counter = 1 return { 5 / 2, unpack({ 1 }) }",
     );
-    const [result] = runUnderLua54([{ script: broken, keys: ['declared'], args: [], nowMs: 1_000 }], true);
+    const recorded = await onRedisRecorded({ script: broken, keys: ['declared'], args: [] });
+    // redis-server refused the global too (7.0: "Attempt to modify a readonly table"), after the same two commands.
+    expect(recorded.error).toMatch(/readonly table|create global variable/);
+    expect(recorded.commands).toHaveLength(2);
+    const [result] = runUnderLua54([recorded], true);
     expect(result.violations).toEqual([
       'float argument 3.5 to SET (Lua 5.4 keeps it a float: Dragonfly sends it as %.17g, so 3.0 and 3 differ in type)',
       'undeclared key "elsewhere" in GET',
     ]);
     expect(result.error).toBe("user_script:1: Script attempted to create global variable 'counter'");
-    const [unpacked] = runUnderLua54([{ script: luaScript('return { 5 / 2, unpack({ 1 }) }'), keys: [], args: [], nowMs: 1_000 }], true);
+    const [unpacked] = runUnderLua54(
+      [await onRedisRecorded({ script: luaScript('return { 5 / 2, unpack({ 1 }) }'), keys: [], args: [] })],
+      true,
+    );
     expect(unpacked.error).toBe("user_script:1: Script attempted to access nonexistent global variable 'unpack'");
-    const [floats] = runUnderLua54([{ script: luaScript('return { 5 / 2, 4 / 2 }'), keys: [], args: [], nowMs: 1_000 }], true);
+    const [floats] = runUnderLua54([await onRedisRecorded({ script: luaScript('return { 5 / 2, 4 / 2 }'), keys: [], args: [] })], true);
     expect(floats).toEqual({
       reply: [2, 2],
       error: null,
@@ -210,24 +271,38 @@ describe('the Lua 5.4 harness catches what it checks', () => {
       ],
     });
   });
+
+  it('a command or argument other than the one redis-server ran, and more or fewer commands', async () => {
+    const recorded = await onRedisRecorded({ script: luaScript("return redis.call('INCRBY', KEYS[1], 2)"), keys: ['counted'], args: [] });
+    const other = (lua: string) => runUnderLua54([{ ...recorded, script: luaScript(lua) }], true)[0];
+    expect(other("return redis.call('INCRBY', KEYS[1], 3)").violations).toEqual([
+      'command 1 differs: INCRBY counted 3 here, INCRBY counted 2 on redis-server',
+    ]);
+    expect(other('return 1').violations).toEqual(['0 commands here, 1 on redis-server']);
+    expect(other("redis.call('INCRBY', KEYS[1], 2) return redis.call('GET', KEYS[1])").error).toBe(
+      'harness: the script sent more commands than redis-server ran (GET)',
+    );
+    // The same script replays redis-server's reply.
+    expect(runUnderLua54([recorded], true)[0]).toEqual({ reply: recorded.reply, error: null, violations: [] });
+  });
 });
 
 describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', () => {
   /** Runs a trace of `steps` random steps on the real redis-server, sleeping 0-25 ms between steps. */
-  async function onRedis(seed: number, steps: number): Promise<Array<ScriptCall & { nowMs: number; reply: unknown }>> {
+  async function onRedis(seed: number, steps: number): Promise<RecordedCall[]> {
     const next = random(seed);
-    const done: Array<ScriptCall & { nowMs: number; reply: unknown }> = [];
+    const done: RecordedCall[] = [];
     for (let t = 0; t < steps; t++) {
-      const call = step(next, t);
-      const reply = (await admin.eval(call.script.lua, call.keys.length, ...call.keys, ...call.args)) as unknown[];
-      done.push({ ...call, nowMs: reply[0] as number, reply });
+      const call = await onRedisRecorded(step(next, t));
+      if (call.error !== undefined) throw new Error(`redis-server failed a traced call: ${call.error}`);
+      done.push(call);
       const gap = next();
       if (gap < 0.7) await sleep(Math.floor(gap * 35));
     }
     return done;
   }
 
-  let trace: Array<ScriptCall & { nowMs: number; reply: unknown }>;
+  let trace: RecordedCall[];
 
   beforeAll(async () => {
     trace = [];
