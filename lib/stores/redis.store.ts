@@ -43,6 +43,8 @@ interface Queued {
   mode: DecisionMode;
   resolve(decision: StoreDecision): void;
   reject(error: unknown): void;
+  /** On a Cluster, the master serving the decision's slot when it was queued. */
+  node?: string;
 }
 
 /**
@@ -118,6 +120,8 @@ export class RedisStore implements RateLimitStore {
     return new Promise<StoreDecision>((resolve, reject) => {
       const queued: Queued = { calls, mode, resolve, reject };
       if (this.perNode && calls.length <= MAX_POLICIES_PER_DECISION) {
+        // Asked now, right after the resilience layer asked for the same key: its slot is hashed once (see nodeOf).
+        queued.node = this.nodeOf(calls[0].stateKey);
         if (this.queue.push(queued) === 1) setImmediate(() => this.flushPerNode());
       } else if (!this.direct || calls.length > MAX_POLICIES_PER_DECISION) {
         this.run(calls, MODE_CODE[mode])
@@ -243,7 +247,7 @@ export class RedisStore implements RateLimitStore {
     this.queue = [];
     const byNode = new Map<string, Queued[]>();
     for (const q of queued) {
-      const node = this.nodeOf(q.calls[0].stateKey);
+      const node = q.node;
       if (node === undefined) {
         this.sendAlone(q);
         continue;
@@ -290,8 +294,8 @@ export class RedisStore implements RateLimitStore {
   /** The script these calls run when sent on their own (the one {@link run} picks). */
   private scriptFor(calls: readonly RateLimitCall[], mode: string): LuaScript {
     const { lone, single, all } = this.perNode!;
-    const name = calls[0].algorithm.name;
-    return isLone(calls, mode) ? lone.get(name)! : calls.length === 1 ? single.get(name)! : all;
+    const kind = scriptKind(calls, mode);
+    return kind === 'multi' ? all : (kind === 'lone' ? lone : single).get(calls[0].algorithm.name)!;
   }
 
   /** Hands each decision of `batch` its part of the script's reply. */
@@ -309,7 +313,8 @@ export class RedisStore implements RateLimitStore {
 
   private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
     const name = calls[0].algorithm.name;
-    const command = isLone(calls, mode) ? this.lone.get(name) : (calls.length === 1 && this.single.get(name)) || this.multi[calls.length];
+    const kind = scriptKind(calls, mode);
+    const command = kind === 'lone' ? this.lone.get(name) : kind === 'single' ? this.single.get(name) : this.multi[calls.length];
     if (!command) {
       throw new RateLimitStoreError(
         `A decision covers ${calls.length} policies of one tracker; at most ${MAX_POLICIES_PER_DECISION} are supported.`,
@@ -338,4 +343,13 @@ export class RedisStore implements RateLimitStore {
 /** Errors after which Redis ran nothing: the script was missing, or the key's slot is served elsewhere or not now. */
 function nothingRan(error: Error): boolean {
   return /^(NOSCRIPT|MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(error.message);
+}
+
+/**
+ * Which script a decision sent on its own runs: its algorithm's lone script ({@link isLone}), its algorithm's
+ * own for any other single-policy call, or the one holding every algorithm for several policies.
+ */
+function scriptKind(calls: readonly RateLimitCall[], mode: string): 'lone' | 'single' | 'multi' {
+  if (isLone(calls, mode)) return 'lone';
+  return calls.length === 1 ? 'single' : 'multi';
 }
