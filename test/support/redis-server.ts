@@ -376,7 +376,7 @@ export async function libraryClient(url: string, overrides: RedisOptions = {}): 
   client.on('error', () => undefined);
   await new Promise<void>((resolve, reject) => {
     client.once('ready', resolve);
-    setTimeout(() => reject(new Error(`no connection to ${url} within 5 s`)), 5_000).unref();
+    setTimeout(() => reject(new Error(`no connection to ${url} within 15 s`)), 15_000).unref();
   });
   return client;
 }
@@ -394,7 +394,7 @@ export async function libraryCluster(
   client.on('error', () => undefined);
   await new Promise<void>((resolve, reject) => {
     client.once('ready', resolve);
-    setTimeout(() => reject(new Error('no connection to the cluster within 10 s')), 10_000).unref();
+    setTimeout(() => reject(new Error('no connection to the cluster within 15 s')), 15_000).unref();
   });
   return client;
 }
