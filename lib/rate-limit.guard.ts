@@ -225,15 +225,16 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   /**
    * After the response, refunds outcomes `countOnly` does not count, releases `concurrency` leases and
    * settles `settle` policies (only where the call has an end signal: HTTP, GraphQL over HTTP); leases and
-   * settlements wait for the handler to have settled too; until then an HTTP call's leases are renewed every
-   * third of their window (see LeaseHeartbeats). Only what the store {@link charged} is given back:
-   * a fallback's answer during an outage took nothing from Redis, and giving it back there would erase real counts.
+   * settlements wait for the handler to have settled too; until then the leases of a call whose end is heard
+   * (HTTP, GraphQL over HTTP) are renewed every third of their window (see LeaseHeartbeats). Only what the
+   * store {@link charged} is given back: a fallback's answer during an outage took nothing from Redis, and
+   * giving it back there would erase real counts.
    */
   private settleOnEnd(context: ExecutionContext, call: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
     const heldSince = plan.leaseHold ? Date.now() : 0;
-    // Only where the call's end is certain to be heard (an HTTP response always closes): a WebSocket or RPC
-    // call has no end signal, so its leases just expire after their window.
-    const stopRenewing = plan.holdsLeases && call instanceof HttpExchange ? this.heartbeats.keepRoute(plan, outcome) : undefined;
+    // Only where the call's end is certain to be heard (an HTTP response always closes, a GraphQL operation's
+    // too): a WebSocket or RPC call has no end signal, so its leases just expire after their window.
+    const stopRenewing = plan.holdsLeases && call.hearsEnd ? this.heartbeats.keepRoute(plan, outcome) : undefined;
     call.onEnd(({ statusCode, aborted }) => {
       stopRenewing?.();
       const failed = aborted || statusCode >= 400;

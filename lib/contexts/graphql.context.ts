@@ -54,6 +54,11 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
     this.exchange = this.request && response ? new HttpExchange(this.request, response) : undefined;
   }
 
+  /** Over HTTP, the operation's response; a subscription's message over a WebSocket has no end signal. */
+  get hearsEnd(): boolean {
+    return this.exchange !== undefined;
+  }
+
   /** Whether the call resolves a field of a subscription operation. */
   static isSubscription(context: ExecutionContext): boolean {
     return context.getArgByIndex<GraphqlInfoLike | undefined>(3)?.operation?.operation === 'subscription';

@@ -9,6 +9,8 @@ import type { RateLimitContextAdapter, RateLimitRejection } from './rate-limit-c
  * Rejected with {@link RateLimitExceededException} (429 with `Retry-After`).
  */
 export class HttpRateLimitContext extends HttpExchange implements RateLimitContextAdapter {
+  readonly hearsEnd = true;
+
   constructor(context: ExecutionContext) {
     // The arguments `switchToHttp()` would return, read directly: Nest's `switchToHttp()` assigns three new
     // closures onto the context on every call, and this runs for every request.

@@ -34,6 +34,12 @@ export interface RateLimitContextAdapter extends TrackerSource, HeaderSink {
    * either, where the call can tell (HTTP controllers; a GraphQL call ends with its HTTP response).
    */
   onEnd(listener: (outcome: RateLimitCallOutcome) => void, untilHandlerSettles?: boolean): void;
+  /**
+   * Whether {@link onEnd} is certain to be called: an HTTP response always closes (a controller call, a
+   * GraphQL operation over HTTP). Only such a call's `concurrency` leases are renewed while it runs; renewing
+   * one whose end nobody hears would hold its slot until the app closes.
+   */
+  readonly hearsEnd: boolean;
   /** The error the call is rejected with (setting `Retry-After` where there is an HTTP response). */
   rejected(rejection: RateLimitRejection): Error;
   /** The error when the store failed and the policy is `fail-closed`. */

@@ -39,6 +39,7 @@ export interface RateLimitRpcErrorPayload {
  */
 export class RpcRateLimitContext implements RateLimitContextAdapter {
   readonly user = undefined;
+  readonly hearsEnd = false;
 
   constructor(private readonly context: ExecutionContext) {}
 

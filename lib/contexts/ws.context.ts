@@ -35,6 +35,7 @@ export interface RateLimitWsErrorPayload {
  * leases live until their `window` and `countOnly` policies count every message.
  */
 export class WsRateLimitContext implements RateLimitContextAdapter {
+  readonly hearsEnd = false;
   private readonly client: SocketLike;
 
   constructor(private readonly context: ExecutionContext) {
