@@ -1,9 +1,9 @@
-import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import type { INestApplication } from '@nestjs/common';
-import { GraphQLModule, Query, Resolver } from '@nestjs/graphql';
+import { Query, Resolver } from '@nestjs/graphql';
 import { parseList } from 'structured-headers';
 import request from 'supertest';
 import { RateLimit } from '../../lib';
+import { apolloModule } from './graphql-app';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis } from './harness';
 
 const typeDefs = /* GraphQL */ `
@@ -58,16 +58,7 @@ describe.each(MATRIX)('GraphQL headers of a whole operation (Apollo on $adapter,
   beforeAll(async () => {
     app = await bootApp({
       adapter,
-      imports: [
-        await rateLimitModule(store, redis, { headers: 'both' }),
-        GraphQLModule.forRoot<ApolloDriverConfig>({
-          driver: ApolloDriver,
-          typeDefs,
-          graphiql: false,
-          includeStacktraceInErrorResponses: false,
-          ...(adapter === 'fastify' && { context: (req: unknown, reply: unknown) => ({ req, reply }) }),
-        }),
-      ],
+      imports: [await rateLimitModule(store, redis, { headers: 'both' }), apolloModule(typeDefs, { adapter })],
       providers: [LimitedResolver],
     });
   });

@@ -1,8 +1,8 @@
-import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import type { INestApplication } from '@nestjs/common';
-import { Args, GraphQLModule, Int, Query, Resolver } from '@nestjs/graphql';
+import { Args, Int, Query, Resolver } from '@nestjs/graphql';
 import request from 'supertest';
 import { RateLimit } from '../../lib';
+import { apolloModule } from './graphql-app';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
 
 /** A lease window shorter than the work: renewed every 100 ms while the operation runs. */
@@ -33,9 +33,6 @@ class SlowResolver {
   }
 }
 
-/** Apollo on Fastify: the reply reaches the guard through the context (see graphql.spec.ts). */
-const fastifyContext = (req: unknown, reply: unknown) => ({ req, reply });
-
 describe.each(MATRIX)('GraphQL concurrency leases (Apollo on $adapter) with the $store store', ({ adapter, store }) => {
   const redis = new SharedRedis();
   let app: INestApplication;
@@ -43,16 +40,7 @@ describe.each(MATRIX)('GraphQL concurrency leases (Apollo on $adapter) with the 
   beforeAll(async () => {
     app = await bootApp({
       adapter,
-      imports: [
-        await rateLimitModule(store, redis),
-        GraphQLModule.forRoot<ApolloDriverConfig>({
-          driver: ApolloDriver,
-          typeDefs,
-          graphiql: false,
-          includeStacktraceInErrorResponses: false,
-          ...(adapter === 'fastify' && { context: fastifyContext }),
-        }),
-      ],
+      imports: [await rateLimitModule(store, redis), apolloModule(typeDefs, { adapter })],
       providers: [SlowResolver],
     });
     await app.listen(0, '127.0.0.1');

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import WebSocket from 'ws';
 import { RateLimit, SkipRateLimit } from '../../lib';
+import { apolloModule } from './graphql-app';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis } from './harness';
 
 const typeDefs = /* GraphQL */ `
@@ -65,12 +66,6 @@ function rateLimitedError(field: string, retryAfter: number, column: number) {
   };
 }
 
-/**
- * Apollo on Fastify hands its `context` function the request and the reply; the default context keeps only
- * the request, so an app that wants rate-limit headers on Fastify passes the reply along.
- */
-const fastifyContext = (req: unknown, reply: unknown) => ({ req, reply });
-
 describe.each(MATRIX)('GraphQL (Apollo on $adapter) with the $store store', ({ adapter, store }) => {
   const redis = new SharedRedis();
   let app: INestApplication;
@@ -78,16 +73,7 @@ describe.each(MATRIX)('GraphQL (Apollo on $adapter) with the $store store', ({ a
   beforeAll(async () => {
     app = await bootApp({
       adapter,
-      imports: [
-        await rateLimitModule(store, redis),
-        GraphQLModule.forRoot<ApolloDriverConfig>({
-          driver: ApolloDriver,
-          typeDefs,
-          graphiql: false,
-          includeStacktraceInErrorResponses: false,
-          ...(adapter === 'fastify' && { context: fastifyContext }),
-        }),
-      ],
+      imports: [await rateLimitModule(store, redis), apolloModule(typeDefs, { adapter })],
       providers: [AnimalsResolver],
     });
   });
@@ -158,15 +144,7 @@ describe('GraphQL (Apollo on fastify) with the default context', () => {
   beforeAll(async () => {
     app = await bootApp({
       adapter: 'fastify',
-      imports: [
-        await rateLimitModule('memory', redis),
-        GraphQLModule.forRoot<ApolloDriverConfig>({
-          driver: ApolloDriver,
-          typeDefs,
-          graphiql: false,
-          includeStacktraceInErrorResponses: false,
-        }),
-      ],
+      imports: [await rateLimitModule('memory', redis), apolloModule(typeDefs)],
       providers: [AnimalsResolver],
     });
   });
