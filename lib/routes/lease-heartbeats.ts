@@ -20,11 +20,11 @@ const NOTHING_TO_STOP = (): void => undefined;
 
 /**
  * Keeps the `concurrency` leases of HTTP routes and GraphQL operations held while their work runs: a handler
- * that outlives its lease's `window` would otherwise lose its slot to the next request while it still works. Each lease the
- * store took is renewed every third of its window (a renewal moves its expiry to the store's now + window,
- * as `lease.extend()` does) until its work has ended — the response is over and the handler has settled —
- * when the guard stops the renewals and releases the lease. A process that dies stops renewing, so its
- * leases still expire after `window`.
+ * that outlives its lease's `window` would otherwise lose its slot to the next request while it still works.
+ * Each lease the store took is renewed every third of its window (a renewal moves its expiry to the store's
+ * now + window, as `lease.extend()` does) until its work has ended — the response is over and the handler
+ * has settled — when the guard stops the renewals and releases the lease. A process that dies stops
+ * renewing, so its leases still expire after `window`.
  *
  * One timer serves every lease, set for the soonest renewal due and only while some lease is held (none
  * per request), `unref`'d, and cleared at shutdown. A renewal the store fails (an outage) is tried again a

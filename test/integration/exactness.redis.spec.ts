@@ -101,7 +101,10 @@ async function race(
   return { totals, perWorker: results.map((r) => r.allowed), unavailable: results.reduce((sum, r) => sum + r.unavailable, 0) };
 }
 
-/** How each worker's admissions split, shown beside the totals when they are wrong (and only then: CI quotes a failing file's output around its first lines). */
+/**
+ * How each worker's admissions split, shown beside the totals when they are wrong (and only then: a log
+ * line per test would push jest's failure text out of a CI log cut to a window).
+ */
 function perWorkerSummary(perWorker: Array<Record<string, number>>): string {
   return perWorker.map((w) => Object.values(w).join('/')).join(' | ');
 }
