@@ -16,12 +16,12 @@ import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options
 import { RATE_LIMIT_ALGORITHMS, type RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import { RedisStore } from '../../lib/stores/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import type { RedisClient } from '../../lib/stores/transports/client-types';
 import { REDIS_CLIENTS, type RedisClientKind, type RedisClientName } from '../support/redis-clients';
 import { libraryCluster, startRedis, startRedisCluster, startRedisSentinel } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const README = join(__dirname, '..', '..', 'README.md');
 const ROOT = join(__dirname, '..', '..', 'lib', 'algorithms');
@@ -97,10 +97,10 @@ async function flushScripts(ports: number[]): Promise<void> {
 /** A service on a store built as the module builds it: fail-closed and no shedding, so every answer is Redis's. */
 async function service(redis: RateLimitModuleOptions['redis']): Promise<{ svc: RateLimiterService; store: RateLimitStore }> {
   const options: RateLimitModuleOptions = { redis, onStoreError: 'fail-closed', hotKeyShedding: false, storeTimeoutMs: 2_000 };
-  const store = createStore(options, registry);
+  const { svc, store } = serviceOver(options, registry);
   closers.push(() => store.close());
   expect(await store.ready?.(5_000)).toBe(true);
-  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
+  return { svc, store };
 }
 
 const outcome = (d: { allowed: boolean; reason?: string }) => `${d.allowed ? 'allowed' : 'rejected'}${d.reason ? ` ${d.reason}` : ''}`;

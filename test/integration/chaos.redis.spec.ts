@@ -14,13 +14,12 @@ import type { RateLimitDecision } from '../../lib/interfaces/decision.interface'
 import type { RateLimitModuleOptions, RateLimitStoreErrorMode } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import type { RedisClient } from '../../lib/stores/transports/client-types';
 import { REDIS_CLIENTS } from '../support/redis-clients';
 import { startRedis, type RedisProcess } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const TIMEOUT = 100;
 const BOUND = TIMEOUT + 150;
@@ -94,9 +93,9 @@ async function instances(redis: string | RedisClient): Promise<Record<RateLimitS
       storeErrorLogIntervalMs: 60_000,
       hooks: { storeError: (e) => storeErrors.push(e) },
     };
-    const store = createStore(options, registry);
+    const { svc, store } = serviceOver(options, registry);
     stores.push(store);
-    out[mode] = { mode, svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store, storeErrors };
+    out[mode] = { mode, svc, store, storeErrors };
   }
   // The library's client connects in the background: wait until decisions come from Redis.
   const warm: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1_000_000, window: '1h', name: 'warm' };

@@ -18,7 +18,6 @@ import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import { RedisStore } from '../../lib/stores/redis.store';
 import { describeStore } from '../../lib/stores/store-description';
 import { MemoryStore } from '../../lib/stores/memory.store';
@@ -28,6 +27,7 @@ import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
 import { REDIS_CLIENTS, type RedisClientKind } from '../support/redis-clients';
 import { startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -65,8 +65,8 @@ afterEach(() => {
 /** A service on the module's store stack around `client`: fail-closed, so a fallback shows as `store-unavailable`. */
 function service(client: RedisClient, prefix: string, storeTimeoutMs = 5_000): { svc: RateLimiterService; store: RateLimitStore } {
   const options: RateLimitModuleOptions = { redis: client, prefix, storeTimeoutMs, onStoreError: 'fail-closed', hotKeyShedding: false };
-  const store = createStore(options, registry);
-  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
+  const { svc, store } = serviceOver(options, registry);
+  return { svc, store };
 }
 
 /** The store calls of one decision of `policy` for `tracker`. */

@@ -9,11 +9,10 @@ import { Redis, type Cluster } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { libraryCluster, startRedisCluster, type RedisClusterProcess } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const registry = new RateLimitAlgorithmRegistry();
 let cluster: RedisClusterProcess | undefined;
@@ -48,9 +47,9 @@ async function service(): Promise<{ svc: RateLimiterService; pipelines: () => nu
     onStoreError: 'fail-closed',
     hooks: { storeError: (e) => storeErrors.push(e) },
   };
-  const store = createStore(options, registry);
+  const { svc, store } = serviceOver(options, registry);
   stores.push(store);
-  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), pipelines: () => pipelines };
+  return { svc, pipelines: () => pipelines };
 }
 
 const policy = (name: string): RateLimitPolicy => ({ algorithm: 'fixed-window', limit: 2, window: '1h', name });

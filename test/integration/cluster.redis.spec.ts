@@ -26,6 +26,7 @@ import { compilePolicy } from '../../lib/utils/compile-policy';
 import { encodeTracker, trackerKeyPrefix } from '../../lib/utils/keys';
 import { REDIS_CLIENTS } from '../support/redis-clients';
 import { libraryCluster, startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const registry = new RateLimitAlgorithmRegistry();
@@ -47,9 +48,9 @@ function service(redis: RedisClient, prefix: string): RateLimiterService {
     onStoreError: 'fail-closed',
     hooks: { storeError: (e) => storeErrors.push(e) },
   };
-  const store = createStore(options, registry);
+  const { svc, store } = serviceOver(options, registry);
   stores.push(store);
-  return new RateLimiterService(new RateLimitEngine(store, options), registry, options);
+  return svc;
 }
 
 beforeAll(async () => {

@@ -14,14 +14,12 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
-import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import { RedisStore } from '../../lib/stores/redis.store';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
 import { backOnRedis, steadyLoad, trackersByMaster } from '../support/master-outage';
 import { REDIS_CLIENTS } from '../support/redis-clients';
 import { startRedisCluster } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const registry = new RateLimitAlgorithmRegistry();
 const PREFIX = 'fo';
@@ -57,8 +55,7 @@ describe.each(REDIS_CLIENTS)('$name: SIGKILL of one master of three (each has a 
       // calls fail at once (its connection is gone), not at the deadline.
       storeTimeoutMs: 1_000,
     };
-    const store = createStore(options, registry);
-    const svc = new RateLimiterService(new RateLimitEngine(store, options), registry, options);
+    const { svc, store } = serviceOver(options, registry);
     // Whether this client has a slot map: the store then knows each key's master.
     const bare = new RedisStore(client, registry.all(), false);
     try {

@@ -24,12 +24,12 @@ import { IpTrackers } from '../../lib/http/tracker';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefixes } from '../../lib/utils/keys';
 import { bootApp, initApp, MATRIX, type AdapterName } from '../e2e/harness';
 import { memoryHarness } from '../support/memory-harness';
 import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -137,9 +137,8 @@ describe('hostile trackers: in-process memory stays bounded whatever the tracker
     const client = await libraryClient(redis.url);
     const registry = new RateLimitAlgorithmRegistry();
     const options = { redis: client, prefix: 'hostile', storeTimeoutMs: 2_000, onStoreError: 'fail-closed' as const };
-    const store = createStore(options, registry);
+    const { svc: service, store } = serviceOver(options, registry);
     try {
-      const service = new RateLimiterService(new RateLimitEngine(store, options), registry, options);
       const count = 1_000;
       const before = await liveBytes();
       for (let i = 0; i < count; i++) expect((await service.consume(POLICY, KINDS.plain(i))).reason).toBeUndefined();

@@ -9,12 +9,12 @@ import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfac
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import { MemoryStore } from '../../lib/stores/memory.store';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 import { compilePolicy } from '../../lib/utils/compile-policy';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
 import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const registry = new RateLimitAlgorithmRegistry();
@@ -84,8 +84,8 @@ describe('every Redis key has a TTL', () => {
     admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
     const client = await libraryClient(redis.url);
     const options: RateLimitModuleOptions = { redis: client, prefix: 'ttlcheck', storeTimeoutMs: 2_000, onStoreError: 'fail-closed' };
-    const store = createStore(options, registry);
-    service = new RateLimiterService(new RateLimitEngine(store, options), registry, options);
+    const { svc, store } = serviceOver(options, registry);
+    service = svc;
     close = async () => {
       await store.close();
       client.disconnect();

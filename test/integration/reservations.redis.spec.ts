@@ -13,9 +13,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import {
   libraryClient,
@@ -25,6 +23,7 @@ import {
   type RedisClusterProcess,
   type RedisProcess,
 } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const registry = new RateLimitAlgorithmRegistry();
 const PREFIX = 'res';
@@ -53,9 +52,9 @@ function service(client?: Redis | Cluster): RateLimiterService {
     onStoreError: 'fail-closed',
     hooks: { storeError: (e) => storeErrors.push(e) },
   };
-  const store = createStore(options, registry);
+  const { svc, store } = serviceOver(options, registry);
   stores.push(store);
-  return new RateLimiterService(new RateLimitEngine(store, options), registry, options);
+  return svc;
 }
 
 beforeAll(async () => {

@@ -14,12 +14,10 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { startRedisSentinel, type RedisSentinelProcess } from '../support/redis-server';
-import { ownedClientOf } from '../support/store-chain';
+import { ownedClientOf, serviceOver } from '../support/store-chain';
 
 const registry = new RateLimitAlgorithmRegistry();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -37,10 +35,10 @@ afterAll(async () => {
 
 /** A store and service built as the module builds them (`createStore`), connected before it returns. */
 async function service(options: RateLimitModuleOptions): Promise<{ svc: RateLimiterService; store: RateLimitStore }> {
-  const store = createStore(options, registry);
+  const { svc, store } = serviceOver(options, registry);
   stores.push(store);
   expect(await store.ready?.(5_000)).toBe(true);
-  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
+  return { svc, store };
 }
 
 interface Sample {

@@ -16,15 +16,14 @@ import { Redis, type Cluster } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore, OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
+import { OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
 import { RedisStore } from '../../lib/stores/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { trackerKeyPrefix } from '../../lib/utils/keys';
 import { backOnRedis, slotOwners, steadyLoad, trackersByMaster, type Sample } from '../support/master-outage';
 import { libraryCluster, startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
-import { ownedClientOf } from '../support/store-chain';
+import { ownedClientOf, serviceOver } from '../support/store-chain';
 
 const registry = new RateLimitAlgorithmRegistry();
 const PREFIX = 'rl';
@@ -73,9 +72,9 @@ function service(redis: RateLimitModuleOptions['redis']): { svc: RateLimiterServ
     hotKeyShedding: false,
     storeTimeoutMs: TIMEOUT_MS,
   };
-  const store = createStore(options, registry);
+  const { svc, store } = serviceOver(options, registry);
   stores.push(store);
-  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
+  return { svc, store };
 }
 
 interface Outage {

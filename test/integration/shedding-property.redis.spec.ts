@@ -13,11 +13,10 @@ import type { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const WINDOW_MS = 240;
 const CAPACITY = 3;
@@ -79,8 +78,7 @@ beforeAll(async () => {
   client = await libraryClient(redis.url);
   // A generous deadline: on a busy machine a fallback answer would be a decision Redis never made.
   const options: RateLimitModuleOptions = { redis: client, storeTimeoutMs: 2_000 };
-  store = createStore(options, registry);
-  svc = new RateLimiterService(new RateLimitEngine(store, options), registry, options);
+  ({ svc, store } = serviceOver(options, registry));
   for (const policy of POLICIES) await svc.peek(policy, 'warm');
 }, 30_000);
 

@@ -13,11 +13,9 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
-import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import { redisClientKind, type NodeAddress } from './redis-clients';
 import { readyThenGo } from './worker-go';
+import { serviceOver } from './store-chain';
 
 const WAVE = 5;
 
@@ -43,8 +41,7 @@ async function main(): Promise<void> {
     storeTimeoutMs: 10_000,
     onStoreError: 'fail-closed',
   };
-  const store = createStore(options, registry);
-  const service = new RateLimiterService(new RateLimitEngine(store, options), registry, options);
+  const { svc: service, store } = serviceOver(options, registry);
   // Load every script on this connection (or every node's) now, so the race is between decisions.
   for (const algorithm of algorithms) await service.peek(contentionPolicy(algorithm, limit), `${key}-${algorithm}`);
 

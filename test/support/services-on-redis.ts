@@ -1,11 +1,10 @@
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { libraryClient, startRedis, type RedisProcess } from './redis-server';
+import { serviceOver } from './store-chain';
 
 /** One instance: a service over the module's store stack, with a client of its own. */
 export interface RedisInstance {
@@ -44,9 +43,9 @@ export function servicesOnRedis(defaults: Partial<RateLimitModuleOptions>) {
       const client = await libraryClient(redis!.url);
       clients.push(client);
       const options: RateLimitModuleOptions = { redis: client, ...defaults, ...extra };
-      const store = createStore(options, registry);
+      const { svc, store } = serviceOver(options, registry);
       stores.push(store);
-      return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
+      return { svc, store };
     },
     /** Closes an instance's store now instead of after the suite. */
     async close(store: RateLimitStore): Promise<void> {

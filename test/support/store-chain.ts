@@ -1,4 +1,9 @@
 import type { Redis } from 'ioredis';
+import type { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimiterService } from '../../lib/rate-limiter.service';
+import { createStore } from '../../lib/stores/create-store';
 import { RedisStore } from '../../lib/stores/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 
@@ -14,4 +19,13 @@ export function ownedClientOf(store: RateLimitStore): Redis {
   }
   if (!(layer instanceof RedisStore)) throw new Error('no RedisStore under this store: was it built by createStore with Redis?');
   return layer.client as Redis;
+}
+
+/** A `RateLimiterService` over the store stack `createStore` builds from `options`: what an app's module gets. */
+export function serviceOver(
+  options: RateLimitModuleOptions,
+  registry: RateLimitAlgorithmRegistry,
+): { svc: RateLimiterService; store: RateLimitStore } {
+  const store = createStore(options, registry);
+  return { svc: new RateLimiterService(new RateLimitEngine(store, options), registry, options), store };
 }
