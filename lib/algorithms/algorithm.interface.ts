@@ -55,10 +55,13 @@ export interface RateLimitAlgorithm<S = unknown> {
   readonly name: RateLimitAlgorithmName;
   /** Dispatch number shared with the Lua fragment. */
   readonly id: number;
-  /** Short tag appended to the state key, so changing a policy's algorithm never reads foreign state. */
+  /**
+   * Short tag appended to the state key, so changing a policy's algorithm never reads foreign state. A new
+   * state layout takes a new tag, so state written in the old one is never misread (it expires unused).
+   */
   readonly keyTag: string;
   /** Redis type of the state key, used to name the key when someone else's data sits under our prefix. */
-  readonly redisType: 'hash' | 'zset';
+  readonly redisType: 'string' | 'zset';
   /** Whether capacity is `burst` (bucket algorithms) rather than `limit`. */
   readonly usesBurst: boolean;
   /** The Lua fragment's source, read once when the module loads. */

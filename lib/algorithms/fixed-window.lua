@@ -3,12 +3,12 @@
   A calendar window arrives as `window` = { b0, b1, b2, b3 }, four consecutive period starts (ms) the app
   computed around its own clock; the window is the period holding the server's now ([b0,b1), [b1,b2) or
   [b2,b3)), its id the period's start. A now outside [b0, b3) fails the decision (clocks a period apart).
-  KEY    state hash { w = window id, n = units counted in that window }
+  KEY    state string "<window id>:<units counted in that window>" (state.lua)
   check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count, new window?,
     more = ms until more quota: the window's end once anything is counted in it, else 0 }
-  commit writes a new window's count and expires the hash at the window's end, or adds the cost to the count
-  of the window it holds (HINCRBY of one field: cheaper than rewriting both); refund gives units back in the same window
-  (a negative cost, a penalty, charges them, whatever the count).
+  commit writes a new window's count, expiring at the window's end, or the count of the window it holds with
+  its expiry kept; refund gives units back in the same window (a negative cost, a penalty, charges them,
+  whatever the count).
 ]]
 local fixedWindowType = type
 
@@ -20,6 +20,15 @@ local function calendarPeriod(window, now)
   -- %d: a whole number that cjson decoded as a float (Lua 5.4) still prints without an exponent.
   error({ err = string.format('calendar window: the store\'s clock (%d ms) is outside the periods computed on this host'
     .. ' (%d to %d ms): the clocks differ by more than a period.', now, window[1], window[4]) })
+end
+
+-- The units counted in window id, and whether the key holds another window (or nothing).
+local function fixedWindowCount(key, id)
+  local v = redis.call('GET', key)
+  if not v then return 0, true end
+  local w, n = stateFields(key, v, '^(%d+):(%d+)$')
+  if tonumber(w) == id then return tonumber(n), false end
+  return 0, true
 end
 
 -- The window holding now: its id, start and end (ms).
@@ -42,10 +51,7 @@ ALG[1] = {
     else
       id, stop = calendarPeriod(window, now)
     end
-    local st = redis.call('HMGET', key, 'w', 'n')
-    local n = 0
-    local fresh = tonumber(st[1]) ~= id
-    if not fresh then n = tonumber(st[2]) end
+    local n, fresh = fixedWindowCount(key, id)
     local ends = stop - now
     if n + cost <= limit then
       local reset = 0
@@ -58,12 +64,11 @@ ALG[1] = {
   end,
   commit = function(key, r, now, cost)
     if r[7] == 0 then return end
+    -- The key lives until its window ends: set once per window, kept on every later hit.
     if r[8] then
-      redis.call('HSET', key, 'w', r[6], 'n', r[7])
-      -- The hash lives until its window ends: set once per window, not on every hit.
-      redis.call('PEXPIRE', key, r[3])
+      redis.call('SET', key, string.format('%d:%d', r[6], r[7]), 'PX', r[3])
     elseif cost ~= 0 then
-      redis.call('HINCRBY', key, 'n', cost)
+      redis.call('SET', key, string.format('%d:%d', r[6], r[7]), 'KEEPTTL')
     end
   end,
   refund = function(key, cost, limit, window, burst, now, token)
@@ -71,11 +76,14 @@ ALG[1] = {
     -- A settlement's token is when its units were charged: units of an earlier window ended with it.
     local at = tonumber(token)
     if cost >= 0 and at and at < start then return end
-    local st = redis.call('HMGET', key, 'w', 'n')
-    local n = 0
-    if tonumber(st[1]) == id then n = tonumber(st[2]) elseif cost >= 0 then return end
+    local n, other = fixedWindowCount(key, id)
+    if other and cost >= 0 then return end
     -- A negative cost is a penalty: it may open the window's count, which then lives until the window ends.
-    redis.call('HSET', key, 'w', id, 'n', math.max(n - cost, 0))
-    if n == 0 then redis.call('PEXPIRE', key, stop - now) end
+    local value = string.format('%d:%d', id, math.max(n - cost, 0))
+    if other then
+      redis.call('SET', key, value, 'PX', stop - now)
+    else
+      redis.call('SET', key, value, 'KEEPTTL')
+    end
   end,
 }

@@ -20,8 +20,8 @@ export interface FixedWindowState {
 export class FixedWindowAlgorithm implements RateLimitAlgorithm<FixedWindowState> {
   readonly name = 'fixed-window';
   readonly id = 1;
-  readonly keyTag = 'fw';
-  readonly redisType = 'hash';
+  readonly keyTag = 'f';
+  readonly redisType = 'string';
   readonly usesBurst = false;
   readonly lua = readFileSync(join(__dirname, 'fixed-window.lua'), 'utf8');
 

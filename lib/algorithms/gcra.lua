@@ -1,24 +1,25 @@
 --[[
   gcra: generic cell rate algorithm. One theoretical arrival time (TAT) per key; a request of `cost` is
   allowed iff max(tat, now) + cost·T - burst·T <= now, T = window / limit.
-  KEY    state hash { t = TAT, whole ms; r = the TAT's remainder in 1/l ms; l, w = the limit and window the
-         TAT was measured with, so a changed rate rescales what is owed instead of repaying it at the old rate }
+  KEY    state string "<t>:<r>:<l>:<w>" (state.lua): t = TAT, whole ms; r = the TAT's remainder in 1/l ms; l, w =
+         the limit and window the TAT was measured with, so a changed rate rescales what is owed instead of
+         repaying it at the old rate
   Measured in 1/limit ms the emission interval T is exactly `window`, so nothing is rounded (bucket.lua).
 ]]
 local function gcraStore(key, debt, limit, window, now)
   if debt == 0 then redis.call('DEL', key) return end
-  redis.call('HSET', key, 't', now + math.floor(debt / limit), 'r', debt % limit, 'l', limit, 'w', window)
-  redis.call('PEXPIRE', key, ceildiv(debt, limit))
+  redis.call('SET', key, string.format('%d:%d:%d:%d', now + math.floor(debt / limit), debt % limit, limit, window),
+    'PX', ceildiv(debt, limit))
 end
 
 -- What is owed, in window-scaled units. A TAT measured with another limit or window is re-expressed at
 -- once in the current one (a change of units, not a charge), so the new rate applies from this moment.
 local function gcraDebt(key, limit, window, now)
-  local st = redis.call('HMGET', key, 't', 'r', 'l', 'w')
-  if not st[1] then return 0 end
-  local l = tonumber(st[3])
-  local w = tonumber(st[4])
-  local debt = (tonumber(st[1]) - now) * l + tonumber(st[2])
+  local v = redis.call('GET', key)
+  if not v then return 0 end
+  local t, r, l, w = stateFields(key, v, '^(%d+):(%d+):(%d+):(%d+)$')
+  l, w = tonumber(l), tonumber(w)
+  local debt = (tonumber(t) - now) * l + tonumber(r)
   if debt <= 0 then return 0 end
   if l ~= limit or w ~= window then
     if w ~= window then debt = ceildiv(debt * window, w) end

@@ -24,8 +24,8 @@ export interface GcraState {
 export class GcraAlgorithm implements RateLimitAlgorithm<GcraState> {
   readonly name = 'gcra';
   readonly id = 5;
-  readonly keyTag = 'gc';
-  readonly redisType = 'hash';
+  readonly keyTag = 'g';
+  readonly redisType = 'string';
   readonly usesBurst = true;
   readonly lua = readFileSync(join(__dirname, 'gcra.lua'), 'utf8');
 

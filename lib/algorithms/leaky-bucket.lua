@@ -1,16 +1,15 @@
 --[[
   leaky-bucket: a queue of up to `burst` units that drains at limit / window. An admitted request waits for
   the queue ahead of it to drain: delay = level / rate (nginx limit_req without nodelay).
-  KEY    state hash { l = level × k (scaled), t = last leak (ms), k = the window the level is scaled by }
+  KEY    state string "<level × k (scaled)>:<last leak, ms>:<k = the window the level is scaled by>" (state.lua)
   Reply slot 5 is the delay in ms (bucket.lua for the shared arithmetic).
 ]]
 local function leakyLevel(key, limit, window, now)
-  local st = redis.call('HMGET', key, 'l', 't', 'k')
-  if not st[1] then return 0, now end
-  local level = tonumber(st[1])
-  local k = tonumber(st[3])
+  local v = redis.call('GET', key)
+  if not v then return 0, now end
+  local level, last, k = stateFields(key, v, '^(%d+):(%d+):(%d+)$')
+  level, last, k = tonumber(level), tonumber(last), tonumber(k)
   if k ~= window then level = ceildiv(level * window, k) end
-  local last = tonumber(st[2])
   if now > last then level = level - (now - last) * limit else now = last end
   if level < 0 then level = 0 end
   return level, now
@@ -18,8 +17,7 @@ end
 
 local function leakyStore(key, level, at, limit, window)
   if level == 0 then redis.call('DEL', key) return end
-  redis.call('HSET', key, 'l', level, 't', at, 'k', window)
-  redis.call('PEXPIRE', key, ceildiv(level, limit))
+  redis.call('SET', key, string.format('%d:%d:%d', level, at, window), 'PX', ceildiv(level, limit))
 end
 
 ALG[6] = {

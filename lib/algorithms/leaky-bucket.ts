@@ -20,8 +20,8 @@ export interface LeakyBucketState {
 export class LeakyBucketAlgorithm implements RateLimitAlgorithm<LeakyBucketState> {
   readonly name = 'leaky-bucket';
   readonly id = 6;
-  readonly keyTag = 'lb';
-  readonly redisType = 'hash';
+  readonly keyTag = 'l';
+  readonly redisType = 'string';
   readonly usesBurst = true;
   readonly lua = readFileSync(join(__dirname, 'leaky-bucket.lua'), 'utf8');
 

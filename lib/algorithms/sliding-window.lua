@@ -2,17 +2,29 @@
   sliding-window: Cloudflare's approximation. Counts of the current and previous aligned windows; the
   previous one weighs by how much of it still overlaps the sliding window:
   allowed iff prev·(W − e) + (cur + cost)·W <= limit·W, e = ms into the current window (exact integers).
-  KEY    state hash { w = current window id, c = its count, p = previous window's count }
+  KEY    state string "<current window id>:<its count>:<previous window's count>" (state.lua)
   Reply: { allowed, remaining, reset ms, retry ms, 0, window id, new count, prev, expiry moves?,
            more = ms until the weighted count has dropped by enough to raise floor(remaining) }
 ]]
 local function slidingCounts(key, window, now)
   local id = math.floor(now / window)
-  local st = redis.call('HMGET', key, 'w', 'c', 'p')
-  local sid = tonumber(st[1])
-  if sid == id then return id, tonumber(st[2]), tonumber(st[3]), false end
-  if sid == id - 1 then return id, 0, tonumber(st[2]), true end
+  local v = redis.call('GET', key)
+  if not v then return id, 0, 0, true end
+  local w, c, p = stateFields(key, v, '^(%d+):(%d+):(%d+)$')
+  local sid = tonumber(w)
+  if sid == id then return id, tonumber(c), tonumber(p), false end
+  if sid == id - 1 then return id, 0, tonumber(c), true end
   return id, 0, 0, true
+end
+
+-- Writes the counts, expiring in px ms, or keeping the key's expiry when px is nil.
+local function slidingStore(key, id, cur, prev, px)
+  local value = string.format('%d:%d:%d', id, cur, prev)
+  if px then
+    redis.call('SET', key, value, 'PX', px)
+  else
+    redis.call('SET', key, value, 'KEEPTTL')
+  end
 end
 
 local function slidingReset(id, cur, prev, window, now)
@@ -56,10 +68,9 @@ ALG[2] = {
   end,
   commit = function(key, r)
     if r[3] == 0 then return end
-    redis.call('HSET', key, 'w', r[6], 'c', r[7], 'p', r[8])
     -- Once the current window holds a count, the expiry is (id + 2) * window until the window ends:
-    -- set it when it moves (a new window, or a first count), not on every hit.
-    if r[9] then redis.call('PEXPIRE', key, r[3]) end
+    -- set it when it moves (a new window, or a first count), kept on every other hit.
+    slidingStore(key, r[6], r[7], r[8], r[9] and r[3] or nil)
   end,
   refund = function(key, cost, limit, window, burst, now, token)
     local id, cur, prev = slidingCounts(key, window, now)
@@ -70,14 +81,12 @@ ALG[2] = {
       if math.floor(at / window) ~= id - 1 or prev == 0 then return end
       local p = math.max(prev - cost, 0)
       if cur == 0 and p == 0 then redis.call('DEL', key) return end
-      redis.call('HSET', key, 'w', id, 'c', cur, 'p', p)
-      redis.call('PEXPIRE', key, slidingReset(id, cur, p, window, now))
+      slidingStore(key, id, cur, p, slidingReset(id, cur, p, window, now))
       return
     end
     if cur == 0 and cost >= 0 then return end
     local c = math.max(cur - cost, 0)
-    redis.call('HSET', key, 'w', id, 'c', c, 'p', prev)
-    -- A negative cost (a penalty) may open the current window's count: the hash must then outlive it.
-    if cur == 0 then redis.call('PEXPIRE', key, slidingReset(id, c, prev, window, now)) end
+    -- A negative cost (a penalty) may open the current window's count: the key must then outlive it.
+    slidingStore(key, id, c, prev, cur == 0 and slidingReset(id, c, prev, window, now) or nil)
   end,
 }

@@ -19,8 +19,8 @@ export interface SlidingWindowState {
 export class SlidingWindowAlgorithm implements RateLimitAlgorithm<SlidingWindowState> {
   readonly name = 'sliding-window';
   readonly id = 2;
-  readonly keyTag = 'sw';
-  readonly redisType = 'hash';
+  readonly keyTag = 's';
+  readonly redisType = 'string';
   readonly usesBurst = false;
   readonly lua = readFileSync(join(__dirname, 'sliding-window.lua'), 'utf8');
 

@@ -1,19 +1,25 @@
 --[[
   token-bucket: starts full with `burst` tokens, refills continuously at limit / window; a request takes `cost`.
-  KEY    state hash { s = tokens × k (scaled), t = last refill (ms), k = the window the tokens are scaled by }
+  KEY    state string "<tokens × k (scaled; below 0 after an overdraft)>:<last refill, ms>:<k = the window the
+         tokens are scaled by>" (state.lua)
   Tokens are kept scaled by the window, so refill keeps every fraction (see bucket.lua).
 ]]
 local function tokenBucketDebt(key, limit, window, burst, now)
-  local st = redis.call('HMGET', key, 's', 't', 'k')
+  local v = redis.call('GET', key)
   local capacity = burst * window
-  if not st[1] then return 0, now end
-  local s = tonumber(st[1])
-  local k = tonumber(st[3])
+  if not v then return 0, now end
+  local s, last, k = stateFields(key, v, '^(%-?%d+):(%d+):(%d+)$')
+  s, last, k = tonumber(s), tonumber(last), tonumber(k)
   if k ~= window then s = math.floor(s * window / k) end
-  local last = tonumber(st[2])
   if now > last then s = s + (now - last) * limit else now = last end
   if s > capacity then s = capacity end
   return capacity - s, now
+end
+
+-- Writes the bucket's debt (distance from full), refilled up to `at`; a full bucket needs no key.
+local function tokenBucketStore(key, debt, at, limit, window, burst)
+  if debt == 0 then redis.call('DEL', key) return end
+  redis.call('SET', key, string.format('%d:%d:%d', burst * window - debt, at, window), 'PX', ceildiv(debt, limit))
 end
 
 ALG[4] = {
@@ -25,15 +31,10 @@ ALG[4] = {
     return r
   end,
   commit = function(key, r, now, cost, limit, window, burst)
-    if r[6] == 0 then redis.call('DEL', key) return end
-    redis.call('HSET', key, 's', burst * window - r[6], 't', r[7], 'k', window)
-    redis.call('PEXPIRE', key, r[3])
+    tokenBucketStore(key, r[6], r[7], limit, window, burst)
   end,
   refund = function(key, cost, limit, window, burst, now)
     local debt, at = tokenBucketDebt(key, limit, window, burst, now)
-    debt = math.max(debt - cost * window, 0)
-    if debt == 0 then redis.call('DEL', key) return end
-    redis.call('HSET', key, 's', burst * window - debt, 't', at, 'k', window)
-    redis.call('PEXPIRE', key, ceildiv(debt, limit))
+    tokenBucketStore(key, math.max(debt - cost * window, 0), at, limit, window, burst)
   end,
 }

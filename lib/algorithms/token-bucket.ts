@@ -20,8 +20,8 @@ export interface TokenBucketState {
 export class TokenBucketAlgorithm implements RateLimitAlgorithm<TokenBucketState> {
   readonly name = 'token-bucket';
   readonly id = 4;
-  readonly keyTag = 'tb';
-  readonly redisType = 'hash';
+  readonly keyTag = 't';
+  readonly redisType = 'string';
   readonly usesBurst = true;
   readonly lua = readFileSync(join(__dirname, 'token-bucket.lua'), 'utf8');
 

@@ -90,14 +90,24 @@ export function parseDecision(reply: readonly number[], offset: number, policies
 }
 
 /**
- * For a WRONGTYPE error, names the key that holds someone else's data, so the operator can fix the prefix.
- * `typeOf` asks the server for a key's type (`TYPE`).
+ * The words of a state value the scripts did not write (state.lua's stateFields), after `Redis key `: each
+ * client and path adds its own around a script's error (GLIDE reads `Redis` as an error code, `Redis: key`;
+ * the script's line; `Redis failed the decision:`).
  */
-export async function explainWrongType(
+const FOREIGN_VALUE = /key ("[\s\S]*?, which the rate limiter did not write: [\s\S]*? or delete the key\.)/;
+
+/**
+ * For an error that someone else's data under our prefix caused, an error naming the key, so the operator
+ * can fix the prefix: a state string the scripts did not write (named by the script), or a key of another
+ * Redis type (WRONGTYPE; `typeOf` asks the server for a key's type, `TYPE`).
+ */
+export async function explainForeignData(
   calls: readonly RateLimitCall[],
   cause: Error,
   typeOf: (key: string) => Promise<string>,
 ): Promise<Error> {
+  const foreignValue = FOREIGN_VALUE.exec(cause.message);
+  if (foreignValue) return new RateLimitStoreError(`Redis key ${foreignValue[1]}`, { cause });
   if (!cause.message.includes('WRONGTYPE')) return cause;
   for (const call of calls) {
     for (const [key, expected] of [

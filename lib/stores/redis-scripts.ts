@@ -6,6 +6,7 @@ const DISPATCHER = readFileSync(join(__dirname, '..', 'algorithms', 'decide.lua'
 const LONE = readFileSync(join(__dirname, '..', 'algorithms', 'lone.lua'), 'utf8');
 const DECIDE_ONE = readFileSync(join(__dirname, '..', 'algorithms', 'decide-one.lua'), 'utf8');
 const BUCKET = readFileSync(join(__dirname, '..', 'algorithms', 'bucket.lua'), 'utf8');
+const STATE = readFileSync(join(__dirname, '..', 'algorithms', 'state.lua'), 'utf8');
 
 /**
  * Builds the decision script for a set of algorithms: the dispatcher with their fragments spliced in.
@@ -28,5 +29,6 @@ export function composeLoneScript(algorithm: RateLimitAlgorithm): string {
 function fragmentsOf(algorithms: readonly RateLimitAlgorithm[]): string {
   const fragments = algorithms.map((a) => a.lua);
   if (algorithms.some((a) => a.usesBurst)) fragments.unshift(BUCKET);
+  if (algorithms.some((a) => a.redisType === 'string')) fragments.unshift(STATE);
   return fragments.join('\n');
 }

@@ -4,7 +4,7 @@ import { hashSlot } from './cluster-slot';
 import {
   appendCall,
   decisionKeyCount,
-  explainWrongType,
+  explainForeignData,
   isLone,
   luaScript,
   MODE_CODE,
@@ -336,7 +336,7 @@ export class RedisStore implements RateLimitStore {
   }
 
   private explain(calls: readonly RateLimitCall[], cause: Error): Promise<Error> {
-    return explainWrongType(calls, cause, (key) => this.transport.type(key));
+    return explainForeignData(calls, cause, (key) => this.transport.type(key));
   }
 }
 

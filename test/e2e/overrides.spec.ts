@@ -276,6 +276,6 @@ describe.each(ADAPTERS)('overriding inherited policies on %s with the Redis stor
     expect(responses[4].body.retryAfter).toBeLessThanOrEqual(900);
     const client = await redis.client();
     const keys = (await client.keys(`${prefix}:*`)).map((key) => key.replace(/^.*\}:/, '')).sort();
-    expect(keys).toEqual(['r=DefaultsController.more:burst:tb', 'r=DefaultsController.more:hourly:fw']);
+    expect(keys).toEqual(['r=DefaultsController.more:burst:t', 'r=DefaultsController.more:hourly:f']);
   });
 });

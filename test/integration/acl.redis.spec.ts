@@ -187,8 +187,9 @@ async function wrongType(client: RedisClient, port: number): Promise<void> {
   const admin = new Redis({ port, maxRetriesPerRequest: 1 });
   try {
     const [key] = await admin.keys('rl:{foreign}:*');
-    await admin.set(key, 'not ours');
-    await expect(svc.consume(policy, 'foreign')).rejects.toThrow(`Redis key "${key}" holds a string, but`);
+    await admin.del(key);
+    await admin.rpush(key, 'not ours');
+    await expect(svc.consume(policy, 'foreign')).rejects.toThrow(`Redis key "${key}" holds a list, but`);
   } finally {
     admin.disconnect();
   }

@@ -14,6 +14,7 @@
 import { Logger } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { RateLimitStoreError } from '../../lib/errors/rate-limit-store.error';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';
@@ -118,17 +119,24 @@ describe.each(REDIS_CLIENTS)('$name', (kind: RedisClientKind) => {
     }
   });
 
-  it('ready, ping, and a WRONGTYPE error that names the key', async () => {
+  it('ready, ping, and a foreign value that names the key', async () => {
     const client = await kind.connect(redis.port);
     const store = new RedisStore(client, registry.all(), false);
     try {
       expect(await store.ready(1_000)).toBe(true);
       await expect(store.ping()).resolves.toBeUndefined();
       const [call] = callsOf(five, prefix, 'wrong');
-      await admin.set(call.stateKey, 'not a hash');
-      await expect(store.decide([call], 'consume')).rejects.toThrow(
-        `Redis key "${call.stateKey}" holds a string, but fixed-window keeps a hash there: another application writes under this prefix.`,
+      await admin.set(call.stateKey, 'not a count');
+      const error = await store.decide([call], 'consume').then(
+        () => undefined,
+        (e: unknown) => e as Error,
       );
+      // The same words through every client, without what each adds around a script's error.
+      expect([error?.constructor.name, error?.message]).toEqual([
+        RateLimitStoreError.name,
+        `Redis key "${call.stateKey}" holds "not a count", which the rate limiter did not write: another application writes ` +
+          `under this prefix. Give the rate limiter its own 'prefix' or delete the key.`,
+      ]);
     } finally {
       await store.close();
       await kind.close(client);

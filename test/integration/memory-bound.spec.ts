@@ -165,8 +165,8 @@ describe('every Redis key has a TTL', () => {
     // Nothing outlives what it must remember: at most two of the longest window (sliding-window keeps the
     // previous window's count), 10 min here.
     const longest = keys[ttls.indexOf(Math.max(...ttls))];
-    expect([longest, Math.max(...ttls)]).toEqual([expect.stringMatching(/:sw$/), expect.any(Number)]);
+    expect([longest, Math.max(...ttls)]).toEqual([expect.stringMatching(/:s$/), expect.any(Number)]);
     expect(Math.max(...ttls)).toBeLessThanOrEqual(2 * 10 * 60_000);
-    for (let i = 0; i < keys.length; i++) if (!keys[i].endsWith(':sw')) expect([keys[i], ttls[i] <= 10 * 60_000]).toEqual([keys[i], true]);
+    for (let i = 0; i < keys.length; i++) if (!keys[i].endsWith(':s')) expect([keys[i], ttls[i] <= 10 * 60_000]).toEqual([keys[i], true]);
   }, 60_000);
 });

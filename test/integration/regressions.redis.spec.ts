@@ -301,7 +301,7 @@ describe('2. sliding log', () => {
     );
     await expect(engine.refund(calls)).resolves.toBeUndefined();
     expect(await admin.zcard(`${prefix}svc:log:sl`)).toBe(2);
-    expect(await admin.exists(`${prefix}svc:bucket:gc`)).toBe(0); // the one unit was given back: bucket full again
+    expect(await admin.exists(`${prefix}svc:bucket:g`)).toBe(0); // the one unit was given back: bucket full again
   });
 
   test.each(ALGORITHMS)('%s: a rejected request changes no state at all', async (algorithm) => {

@@ -188,7 +188,7 @@ describe('Redis Cluster: one master of three killed (each has a replica)', () =>
     const store = new RedisStore(client, registry.all(), false);
     const owners = await slotOwners(probe);
     const keys = [
-      'rl:{ip:10.0.0.1}:r:default:fw',
+      'rl:{ip:10.0.0.1}:r:default:f',
       '',
       'plain',
       '{}',

@@ -13,17 +13,17 @@ import { startRedis, type RedisProcess } from '../support/redis-server';
 
 const PREFIX = 'wt';
 
-const CASES: Array<{ algorithm: RateLimitAlgorithmName; tag: string; type: 'hash' | 'zset' }> = [
-  { algorithm: 'fixed-window', tag: 'fw', type: 'hash' },
-  { algorithm: 'sliding-window', tag: 'sw', type: 'hash' },
+const CASES: Array<{ algorithm: RateLimitAlgorithmName; tag: string; type: 'string' | 'zset' }> = [
+  { algorithm: 'fixed-window', tag: 'f', type: 'string' },
+  { algorithm: 'sliding-window', tag: 's', type: 'string' },
   { algorithm: 'sliding-log', tag: 'sl', type: 'zset' },
-  { algorithm: 'token-bucket', tag: 'tb', type: 'hash' },
-  { algorithm: 'gcra', tag: 'gc', type: 'hash' },
-  { algorithm: 'leaky-bucket', tag: 'lb', type: 'hash' },
+  { algorithm: 'token-bucket', tag: 't', type: 'string' },
+  { algorithm: 'gcra', tag: 'g', type: 'string' },
+  { algorithm: 'leaky-bucket', tag: 'l', type: 'string' },
   { algorithm: 'concurrency', tag: 'cc', type: 'zset' },
 ];
 
-/** Ways to put foreign data under a key: a string, a list, and the Redis type the other algorithms use. */
+/** Ways to put foreign data under a key: a string, a list, a hash and a sorted set. */
 const FOREIGN = {
   string: (redis: Redis, key: string) => redis.set(key, 'not ours'),
   list: (redis: Redis, key: string) => redis.rpush(key, 'a', 'b'),
@@ -80,7 +80,7 @@ function expectNamesKey(error: Error, key: string, found: string, expected: stri
 describe.each(CASES)('$algorithm meets foreign data under its state key', ({ algorithm, tag, type }) => {
   const policy: RateLimitPolicy = { algorithm, limit: 3, window: 10_000 };
   const stateKey = `${PREFIX}:{victim}:svc:default:${tag}`;
-  const foreignTypes = (['string', 'list', type === 'hash' ? 'zset' : 'hash'] as const).map((t) => [t]);
+  const foreignTypes = (['string', 'list', 'hash', 'zset'] as const).filter((t) => t !== type).map((t) => [t]);
 
   it('writes its state at the expected key (found by one consume and a SCAN)', async () => {
     await limiter.consume(policy, 'victim');
@@ -99,6 +99,26 @@ describe.each(CASES)('$algorithm meets foreign data under its state key', ({ alg
     expect((await limiter.consume(policy, 'someone-else')).allowed).toBe(true); // other trackers are unaffected
   });
 
+  if (type === 'string') {
+    it.each([['not ours'], ['1:2:3:4:5'], ['-1'], ['']])(
+      'a string it did not write there (%j): consume and peek reject with a RateLimitStoreError naming the key',
+      async (value) => {
+        await limiter.consume(policy, 'victim');
+        await redis.set(stateKey, value);
+        for (const decision of [limiter.consume(policy, 'victim'), limiter.peek(policy, 'victim')]) {
+          const error = await rejection(decision);
+          expect(error).toBeInstanceOf(RateLimitStoreError);
+          expect(error.message).toBe(
+            `Redis key "${stateKey}" holds "${value}", which the rate limiter did not write: another ` +
+              `application writes under this prefix. Give the rate limiter its own 'prefix' or delete the key.`,
+          );
+        }
+        expect(await redis.get(stateKey)).toBe(value); // the foreign data is left alone
+        expect((await limiter.consume(policy, 'someone-else')).allowed).toBe(true);
+      },
+    );
+  }
+
   it('a hash under its lockout key: the error names the lockout key', async () => {
     const blocking: RateLimitPolicy = { ...policy, blockFor: 1_000 };
     const blockKey = `${PREFIX}:{victim}:svc:default:b`;
@@ -114,7 +134,7 @@ it('consumeAll names the one key that is foreign, not its neighbours', async () 
   ];
   expect((await limiter.consumeAll(policies, 'victim')).allowed).toBe(true);
   const keys = await scanKeys();
-  expect(keys).toStrictEqual([`${PREFIX}:{victim}:svc:g:gc`, `${PREFIX}:{victim}:svc:s:sl`]);
+  expect(keys).toStrictEqual([`${PREFIX}:{victim}:svc:g:g`, `${PREFIX}:{victim}:svc:s:sl`]);
   await redis.del(keys[1]);
   await FOREIGN.string(redis, keys[1]);
   const error = await rejection(limiter.consumeAll(policies, 'victim'));
@@ -126,11 +146,11 @@ it('consumeAll names the one key that is foreign, not its neighbours', async () 
 
 it('in a batch (decisions of one tick share a call), only the decision that meets foreign data fails', async () => {
   const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: 10_000 };
-  const foreignKey = `${PREFIX}:{victim}:svc:default:fw`;
+  const foreignKey = `${PREFIX}:{victim}:svc:default:f`;
   await FOREIGN.list(redis, foreignKey);
   const outcomes = await Promise.allSettled(['a', 'victim', 'b', 'a'].map((tracker) => limiter.consume(policy, tracker)));
   expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
-  expectNamesKey((outcomes[1] as PromiseRejectedResult).reason as Error, foreignKey, 'list', 'hash');
+  expectNamesKey((outcomes[1] as PromiseRejectedResult).reason as Error, foreignKey, 'list', 'string');
   // The others were each charged once, in order: 'a' twice, 'b' once.
   expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value.remaining : undefined))).toEqual([2, undefined, 2, 1]);
   expect((await limiter.peek(policy, 'a')).remaining).toBe(1);
