@@ -26,7 +26,8 @@ end
 local function fixedWindowCount(key, id)
   local v = redis.call('GET', key)
   if not v then return 0, true end
-  local w, n = stateFields(key, v, '^(%d+):(%d+)$')
+  local w, n = string.match(v, '^(%d+):(%d+)$')
+  if not w then foreignValue(key, v) end
   if tonumber(w) == id then return tonumber(n), false end
   return 0, true
 end

@@ -17,7 +17,8 @@ end
 local function gcraDebt(key, limit, window, now)
   local v = redis.call('GET', key)
   if not v then return 0 end
-  local t, r, l, w = stateFields(key, v, '^(%d+):(%d+):(%d+):(%d+)$')
+  local t, r, l, w = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  if not t then foreignValue(key, v) end
   l, w = tonumber(l), tonumber(w)
   local debt = (tonumber(t) - now) * l + tonumber(r)
   if debt <= 0 then return 0 end

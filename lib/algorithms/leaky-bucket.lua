@@ -7,7 +7,8 @@
 local function leakyLevel(key, limit, window, now)
   local v = redis.call('GET', key)
   if not v then return 0, now end
-  local level, last, k = stateFields(key, v, '^(%d+):(%d+):(%d+)$')
+  local level, last, k = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if not level then foreignValue(key, v) end
   level, last, k = tonumber(level), tonumber(last), tonumber(k)
   if k ~= window then level = ceildiv(level * window, k) end
   if now > last then level = level - (now - last) * limit else now = last end

@@ -10,7 +10,8 @@ local function slidingCounts(key, window, now)
   local id = math.floor(now / window)
   local v = redis.call('GET', key)
   if not v then return id, 0, 0, true end
-  local w, c, p = stateFields(key, v, '^(%d+):(%d+):(%d+)$')
+  local w, c, p = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if not w then foreignValue(key, v) end
   local sid = tonumber(w)
   if sid == id then return id, tonumber(c), tonumber(p), false end
   if sid == id - 1 then return id, 0, tonumber(c), true end

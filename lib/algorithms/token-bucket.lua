@@ -8,7 +8,8 @@ local function tokenBucketDebt(key, limit, window, burst, now)
   local v = redis.call('GET', key)
   local capacity = burst * window
   if not v then return 0, now end
-  local s, last, k = stateFields(key, v, '^(%-?%d+):(%d+):(%d+)$')
+  local s, last, k = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
+  if not s then foreignValue(key, v) end
   s, last, k = tonumber(s), tonumber(last), tonumber(k)
   if k ~= window then s = math.floor(s * window / k) end
   if now > last then s = s + (now - last) * limit else now = last end

@@ -90,7 +90,7 @@ export function parseDecision(reply: readonly number[], offset: number, policies
 }
 
 /**
- * The words of a state value the scripts did not write (state.lua's stateFields), after `Redis key `: each
+ * The words of a state value the scripts did not write (state.lua's foreignValue), after `Redis key `: each
  * client and path adds its own around a script's error (GLIDE reads `Redis` as an error code, `Redis: key`;
  * the script's line; `Redis failed the decision:`).
  */
