@@ -78,7 +78,8 @@ describe.each(REDIS_CLIENTS)('$name', (kind) => {
       expect(stateKey).toHaveLength(1);
       if (algorithm === 'sliding-log' || algorithm === 'concurrency') expect(await admin.zcard(stateKey[0])).toBe(LIMIT);
       // fixed-window keeps "<window>:<count>", sliding-window "<window>:<count>:<previous count>".
-      if (algorithm === 'fixed-window' || algorithm === 'sliding-window') expect((await admin.get(stateKey[0]))?.split(':')[1]).toBe(String(LIMIT));
+      if (algorithm === 'fixed-window' || algorithm === 'sliding-window')
+        expect((await admin.get(stateKey[0]))?.split(':')[1]).toBe(String(LIMIT));
       const pttl = await admin.pttl(stateKey[0]);
       expect(pttl).toBeGreaterThan(0);
     });
