@@ -66,11 +66,7 @@ ALG[1] = {
   commit = function(key, r, now, cost)
     if r[7] == 0 then return end
     -- The key lives until its window ends: set once per window, kept on every later hit.
-    if r[8] then
-      redis.call('SET', key, string.format('%d:%d', r[6], r[7]), 'PX', r[3])
-    elseif cost ~= 0 then
-      redis.call('SET', key, string.format('%d:%d', r[6], r[7]), 'KEEPTTL')
-    end
+    if r[8] or cost ~= 0 then putState(key, string.format('%d:%d', r[6], r[7]), r[8] and r[3] or nil) end
   end,
   refund = function(key, cost, limit, window, burst, now, token)
     local id, start, stop = fixedWindowAt(window, now)
@@ -80,11 +76,6 @@ ALG[1] = {
     local n, other = fixedWindowCount(key, id)
     if other and cost >= 0 then return end
     -- A negative cost is a penalty: it may open the window's count, which then lives until the window ends.
-    local value = string.format('%d:%d', id, math.max(n - cost, 0))
-    if other then
-      redis.call('SET', key, value, 'PX', stop - now)
-    else
-      redis.call('SET', key, value, 'KEEPTTL')
-    end
+    putState(key, string.format('%d:%d', id, math.max(n - cost, 0)), other and stop - now or nil)
   end,
 }

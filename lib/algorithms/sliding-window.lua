@@ -20,12 +20,7 @@ end
 
 -- Writes the counts, expiring in px ms, or keeping the key's expiry when px is nil.
 local function slidingStore(key, id, cur, prev, px)
-  local value = string.format('%d:%d:%d', id, cur, prev)
-  if px then
-    redis.call('SET', key, value, 'PX', px)
-  else
-    redis.call('SET', key, value, 'KEEPTTL')
-  end
+  putState(key, string.format('%d:%d:%d', id, cur, prev), px)
 end
 
 local function slidingReset(id, cur, prev, window, now)

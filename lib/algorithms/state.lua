@@ -9,3 +9,13 @@ local function foreignValue(key, v)
   error({ err = string.format('Redis key "%s" holds "%s", which the rate limiter did not write: another application'
     .. ' writes under this prefix. Give the rate limiter its own \'prefix\' or delete the key.', key, string.sub(v, 1, 40)) })
 end
+
+-- Writes `key`'s value, expiring in px ms, or keeping the key's expiry when px is nil (a window's expiry,
+-- set once when it moves).
+local function putState(key, value, px)
+  if px then
+    redis.call('SET', key, value, 'PX', px)
+  else
+    redis.call('SET', key, value, 'KEEPTTL')
+  end
+end

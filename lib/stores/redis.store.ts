@@ -124,9 +124,7 @@ export class RedisStore implements RateLimitStore {
         queued.node = this.nodeOf(calls[0].stateKey);
         if (this.queue.push(queued) === 1) setImmediate(() => this.flushPerNode());
       } else if (!this.direct || calls.length > MAX_POLICIES_PER_DECISION) {
-        this.run(calls, MODE_CODE[mode])
-          .then((reply) => this.settle([queued], reply as Reply))
-          .catch(reject);
+        this.sendAlone(queued);
       } else {
         // A batch never holds more than MAX_BATCH policies: one that would go over leaves first.
         if (this.queuedPolicies + calls.length > MAX_BATCH) this.flush();
