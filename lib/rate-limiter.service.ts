@@ -10,11 +10,12 @@ import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './rate
 import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from './utils/compile-policy';
-import { trackerKeyPrefixes } from './utils/keys';
+import { trackerKeyPrefix } from './utils/keys';
 import { describeValue } from './utils/describe-value';
 import { penalizeIn } from './stores/store-health';
 import type { RateLimitDenial } from './stores/deny-list';
-import type { StringMemo } from './utils/string-memo';
+import { StringMemo } from './utils/string-memo';
+import { serviceTracker } from './http/tracker';
 import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
 import { leaseOf } from './service/lease';
 import type { AcquireOptions, ConsumeOptions, MultiDecision, RateLimitLease, WrapFetchOptions } from './interfaces/service.interface';
@@ -31,6 +32,10 @@ const SERVICE_SCOPE = 'svc';
 /**
  * Rate limiting without HTTP: jobs, queues, outbound calls, anything keyed by a string.
  * Counters are shared with routes only through a policy `scope`.
+ *
+ * Every method's `key` names a tracker: `ip:<address>` the client at that address (normalised as the guard
+ * does), `user:<id>` a user, `by:<value>` (or any other string, such as `'acme'`) the tracker of a `by`
+ * function returning that value. A bare IP address is refused: write `ip:` or `by:` before it.
  * @example const d = await limiter.consume({ algorithm: 'gcra', limit: 10, window: '1s' }, `user:${id}`);
  *
  * On shutdown (`app.close()`), pending `acquire()` waits end at once with {@link RateLimitShutdownError}, and
@@ -45,6 +50,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   private readonly pauseFailures: PartnerPauseFailures;
   /** Set when the module is about to close the store: no call reaches it any more. */
   private closed = false;
+  /** Each recent key's key prefix (`<prefix>:{<tracker>}:`), the key read as {@link serviceTracker} reads it. */
   private readonly trackerPrefixes: StringMemo<string>;
 
   constructor(
@@ -52,7 +58,9 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     private readonly registry: RateLimitAlgorithmRegistry,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
   ) {
-    this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
+    const prefix = options.prefix ?? 'rl';
+    const ipv6Subnet = options.ipv6Subnet ?? 64;
+    this.trackerPrefixes = new StringMemo((key) => trackerKeyPrefix(prefix, serviceTracker(key, ipv6Subnet)));
     this.waiters = new RateLimitWaiters(options.maxWaiters);
     this.pauseFailures = new PartnerPauseFailures(options.storeErrorLogIntervalMs ?? 10_000, options.hooks?.storeError);
   }
@@ -159,7 +167,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   }
 
   /**
-   * Denies the tracker `key` (the string trackers resolve to: `ip:203.0.113.7`, `user:42`, an API key…)
+   * Denies the tracker `key` (`ip:203.0.113.7`, `user:42`, or what a `by` function returns, such as an API key)
    * until `until` — a duration from now, or a date on the store's clock — on every policy of every route and
    * every service call, on every instance: each decision for it is rejected as a lockout (429 with
    * `Retry-After` until then). A deny in force that ends later is kept (to shorten one, {@link allow} first).
@@ -337,7 +345,9 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
 
   private trackerPrefix(key: string): string {
     if (typeof key !== 'string' || key.length === 0) {
-      throw new RateLimitConfigError(`key: ${describeValue(key)} must be a non-empty string (a user id, an API key, an IP…).`);
+      throw new RateLimitConfigError(
+        `key: ${describeValue(key)} must be a non-empty string ('ip:<address>', 'user:<id>', or what a by function returns).`,
+      );
     }
     return this.trackerPrefixes.get(key);
   }

@@ -90,8 +90,13 @@ export interface RateLimitPolicy {
    */
   burst?: number;
   /**
-   * Whose quota this request draws from.
+   * Whose quota this request draws from: `'ip'` (tracker `ip:<address>`), `'user'` (`user:<id>`), or a
+   * function whose value `V` is the tracker `by:V`. A function's value lives in its own namespace, so a
+   * client that sends `ip:127.0.0.1` as its API key counts under `by:ip:127.0.0.1`, never under the client
+   * at 127.0.0.1. `RateLimiterService` keys name the same trackers: `'ip:127.0.0.1'`, `'user:42'`, and
+   * `'acme'` (or `'by:acme'`) for a function returning `'acme'`.
    * @default 'ip'
+   * @example by: (ctx) => ctx.switchToHttp().getRequest().headers['x-api-key'] // undefined → the client IP
    */
   by?: RateLimitTracker;
   /**

@@ -149,7 +149,7 @@ describe('RPC context', () => {
     expect(tracker(undefined)).toBe('rpc:MathController.sum');
   });
 
-  it("uses the default tracker for 'ip' and 'user', and a by function's value as it is", async () => {
+  it("uses the default tracker for 'ip' and 'user', and a by function's value in the by: namespace", async () => {
     const host = context('rpc', [{ userId: 5 }, tcp('sum')]);
     const call = new RpcRateLimitContext(host);
     await expect(resolveTracker('ip', host, call, ips)).resolves.toBe('rpc:sum:userId=5');
@@ -157,7 +157,8 @@ describe('RPC context', () => {
     await expect(resolveTracker(() => undefined, host, call, ips)).resolves.toBe('rpc:sum:userId=5');
     await expect(
       resolveTracker((ctx) => `tenant:${ctx.switchToRpc().getData<{ userId: number }>().userId}`, host, call, ips),
-    ).resolves.toBe('tenant:5');
+    ).resolves.toBe('by:tenant:5');
+    await expect(resolveTracker(() => 'rpc:sum:userId=5', host, call, ips)).resolves.toBe('by:rpc:sum:userId=5');
   });
 
   it('rejects with an RpcException carrying statusCode, message and retryAfter', () => {
