@@ -1,7 +1,8 @@
 /**
  * The deny list: `deny(tracker, until, reason)` rejects every policy and every call of that tracker, on every
  * instance, until then; `allow()` lifts it; `denied()` reports it. Exact on the memory store (fake clock).
- * On a real Redis and a 3-node Cluster: one deny key per tracker in its hash tag, read with one GET per
+ * A key names a tracker as every RateLimiterService method reads it (a plain key K is the tracker by:K, stored
+ * as `by%3AK` in the hash tag). On a real Redis and a 3-node Cluster: one deny key per tracker in its hash tag, read with one GET per
  * decision (not per policy), and two services on one store stand for two instances: each answers a tracker
  * it knows to be denied without a round trip (counted by the server) until its re-check interval has passed
  * on its own clock (injected here, so "within the interval" is exact), and a fallback never admits it.
@@ -123,7 +124,21 @@ describe('deny list on the memory store (exact)', () => {
         () => limiter.deny('k', '1m', 'bad \ud800'),
         'deny: reason: "bad \\ud800" has half of a UTF-16 surrogate pair alone, which Redis cannot store.',
       ],
-      ['an empty key', () => limiter.deny('', '1m'), 'key: "" must be a non-empty string (a user id, an API key, an IP…).'],
+      [
+        'an empty key',
+        () => limiter.deny('', '1m'),
+        `key: "" must be a non-empty string ('ip:<address>', 'user:<id>', or what a by function returns).`,
+      ],
+      [
+        'a bare IP address',
+        () => limiter.deny('203.0.113.7', '1m'),
+        "key: \"203.0.113.7\" is a bare IP address, which names no tracker: write 'ip:203.0.113.7' for the client at that address, or 'by:203.0.113.7' for a value your by function returns.",
+      ],
+      [
+        'an ip: key that is no address',
+        () => limiter.allow('ip:gateway'),
+        "key: \"ip:gateway\": \"gateway\" is not an IP address; write 'ip:' before an IPv4 or IPv6 address (such as 'ip:203.0.113.7'), or 'by:ip:gateway' for a value your by function returns.",
+      ],
       ['a reason that is not a string', () => limiter.deny('k', '1m', 42 as never), 'deny: reason: 42 must be a string.'],
     ];
     it.each(cases)('rejects %s, saying what is allowed', async (_, call, message) => {
@@ -164,16 +179,41 @@ function realStoreScenarios(name: string, setup: () => { client: Redis | Cluster
       const limiter = instance(createStore({ redis: client, prefix: 'rl' }, registry), { now: 0 });
       const key = tracker();
       await limiter.deny(key, '1m', 'abuse: 50 failed logins');
-      const value = await client.get(`rl:{${key}}:deny`);
+      const value = await client.get(`rl:{by%3A${key}}:deny`);
       expect(value).toMatch(/^\d{13}\|abuse: 50 failed logins$/);
-      const ttl = await client.pttl(`rl:{${key}}:deny`);
+      const ttl = await client.pttl(`rl:{by%3A${key}}:deny`);
       expect(ttl).toBeGreaterThan(59_000);
       expect(ttl).toBeLessThanOrEqual(60_000);
       const until = Number(value!.split('|')[0]);
       expect(await limiter.denied(key)).toEqual({ until: new Date(until), reason: 'abuse: 50 failed logins' });
       await limiter.allow(key);
-      expect(await client.exists(`rl:{${key}}:deny`)).toBe(0);
+      expect(await client.exists(`rl:{by%3A${key}}:deny`)).toBe(0);
       expect(await limiter.denied(key)).toBeUndefined();
+    });
+
+    it('keys a deny by the tracker its key names: ip: normalised as the guard does, a plain key as by:<key>', async () => {
+      const { client } = setup();
+      const limiter = instance(createStore({ redis: client, prefix: 'rl' }, registry), { now: 0 });
+      const key = tracker();
+      await limiter.deny(key, '1m');
+      await limiter.deny(`by:${key}-explicit`, '1m');
+      await limiter.deny('ip:::ffff:203.0.113.7', '1m');
+      await limiter.deny('ip:2001:db8::1', '1m');
+      await limiter.deny(`user:${key}`, '1m');
+      for (const stored of [
+        `by%3A${key}`,
+        `by%3A${key}-explicit`,
+        'ip%3A203.0.113.7',
+        'ip%3A2001%3Adb8%3A0%3A0%3A%3A%2F64',
+        `user%3A${key}`,
+      ])
+        expect([stored, await client.exists(`rl:{${stored}}:deny`)]).toEqual([stored, 1]);
+      expect(await limiter.denied(`by:${key}`)).toBeDefined();
+      expect(await limiter.denied(`${key}-explicit`)).toBeDefined();
+      expect(await limiter.denied('ip:203.0.113.7')).toBeDefined();
+      expect(await limiter.denied('ip:2001:db8:0:0::/64')).toBeDefined();
+      expect(await limiter.denied(`by:user:${key}`)).toBeUndefined();
+      for (const key of ['ip:203.0.113.7', 'ip:2001:db8::1']) await limiter.allow(key);
     });
 
     it('reads the deny key once per decision, not per policy, in the same single script call', async () => {
@@ -277,14 +317,14 @@ describe('deny list on a real Redis', () => {
   it("names a deny key that holds someone else's data, and leaves it alone", async () => {
     const limiter = instance(new RedisStore(client, registry.all(), false), { now: 0 });
     const key = tracker();
-    await client.hset(`rl:{${key}}:deny`, 'field', 'value');
+    await client.hset(`rl:{by%3A${key}}:deny`, 'field', 'value');
     const error = await limiter.consume(A, key).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RateLimitStoreError);
     expect((error as Error).message).toBe(
-      `Redis key "rl:{${key}}:deny" holds a hash, but the deny list keeps a string there: another ` +
+      `Redis key "rl:{by%3A${key}}:deny" holds a hash, but the deny list keeps a string there: another ` +
         `application writes under this prefix. Give the rate limiter its own 'prefix' or delete the key.`,
     );
-    expect(await client.type(`rl:{${key}}:deny`)).toBe('hash');
+    expect(await client.type(`rl:{by%3A${key}}:deny`)).toBe('hash');
   });
 
   it('a fallback never admits a tracker known to be denied; deny and denied reject while the store is away', async () => {
@@ -332,7 +372,7 @@ describe('deny list on a 3-node Redis Cluster', () => {
     const key = tracker();
     await limiter.consume(A, key);
     await limiter.deny(key, '1m');
-    const byNode = await Promise.all(client.nodes('master').map(async (node) => (await node.keys(`rl:{${key}}:*`)).sort()));
-    expect(byNode.filter((keys) => keys.length > 0)).toEqual([[`rl:{${key}}:deny`, `rl:{${key}}:svc:a:f`]]);
+    const byNode = await Promise.all(client.nodes('master').map(async (node) => (await node.keys(`rl:{by%3A${key}}:*`)).sort()));
+    expect(byNode.filter((keys) => keys.length > 0)).toEqual([[`rl:{by%3A${key}}:deny`, `rl:{by%3A${key}}:svc:a:f`]]);
   });
 });
