@@ -3,7 +3,7 @@ import type { AlgorithmParams } from './algorithms/algorithm.interface';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitDecisionEvent, RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitDenyList } from './stores/deny-list';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './stores/store.interface';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback, StoreVerdict } from './stores/store.interface';
 import type { CompiledPolicy } from './utils/compile-policy';
 import { DENY_KEY_SUFFIX } from './utils/keys';
 import { StringMemo } from './utils/string-memo';
@@ -37,6 +37,13 @@ export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onSt
   /** Local time in ms for the deny list's cache (see {@link RateLimitDenyList}); monotonic by default. */
   clock?: () => number;
 };
+
+/**
+ * `onStoreError` when neither the policy nor the module sets one: the in-process insurance twin decides with
+ * each limit (`insuranceShare` of it), so an outage or a stall never admits more than the limit per instance.
+ * `'fail-open'` (unlimited) and `'fail-closed'` (503) are explicit choices.
+ */
+const DEFAULT_STORE_FALLBACK: StoreFallback = 'insurance';
 
 /** Public reasons by verdict reason; a deny (4) is reported as a lockout. */
 const REASONS = [undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailable', 'blocked'] as const;
@@ -85,7 +92,7 @@ export class RateLimitEngine {
       stateKey: keys.get(compiled.stateKeySuffix),
       blockKey: keys.get(compiled.blockKeySuffix),
       token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
-      fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? 'fail-open',
+      fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? DEFAULT_STORE_FALLBACK,
       refundable: compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined,
       slice: compiled.policy.slice ?? 0,
     }));
@@ -231,6 +238,16 @@ function toDecision({ compiled, params }: PolicyRequest, v: StoreVerdict): RateL
   const reason = REASONS[v.reason];
   if (reason) decision.reason = reason;
   return decision;
+}
+
+/**
+ * Whether `decision` is the `fail-closed` fallback's rejection: the store failed and the policy rejects
+ * without it, which the guard answers with a 503 (the limiter, not the client, is at fault). An `insurance`
+ * rejection also has `reason: 'store-unavailable'` but is not one: the in-process twin counted the client
+ * past its limit, so it is answered as any other 429, with its own `Retry-After`.
+ */
+export function failedClosed(decision: RateLimitDecision, call: RateLimitCall): boolean {
+  return !decision.allowed && decision.reason === 'store-unavailable' && call.fallback === 'fail-closed';
 }
 
 /** `calls` grouped by tracker (the hash tag of their keys), in order; one group in the usual case. */

@@ -11,8 +11,10 @@ export interface RateLimitExceededBody {
 }
 
 /**
- * Thrown by {@link RateLimitGuard} when a policy rejects a request: HTTP 429 with a `Retry-After` header.
- * `decisions` holds every policy's decision, for exception filters that want to shape their own response.
+ * Thrown by {@link RateLimitGuard} when a policy rejects a request: HTTP 429 with a `Retry-After` header. While
+ * the store is down, a rejection by the `insurance` fallback (the default `onStoreError`) is one too: its
+ * rejecting decisions have `reason: 'store-unavailable'`. `decisions` holds every policy's decision, for
+ * exception filters that want to shape their own response.
  */
 export class RateLimitExceededException extends HttpException {
   /** Seconds until the same request would be allowed; `null` when it can never be (cost above capacity). */
@@ -73,7 +75,8 @@ export class GraphqlRateLimitExceededException extends RateLimitExceededExceptio
 
 /**
  * Thrown by {@link RateLimitGuard} when the store failed and `onStoreError: 'fail-closed'` rejects the
- * request: HTTP 503, so clients and dashboards can tell "limited" from "limiter down".
+ * request: HTTP 503, so clients and dashboards can tell "limited" from "limiter down". Only then: the
+ * `insurance` fallback's rejections are {@link RateLimitExceededException}s (429).
  */
 export class RateLimitStoreUnavailableException extends HttpException {
   constructor(message = 'Rate limit store unavailable') {

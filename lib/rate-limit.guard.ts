@@ -9,7 +9,7 @@ import { IpTrackers } from './http/tracker';
 import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
-import { RateLimitEngine } from './rate-limit.engine';
+import { failedClosed, RateLimitEngine } from './rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { charged, decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
 import { LeaseHeartbeats } from './routes/lease-heartbeats';
@@ -32,9 +32,11 @@ const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;
  * `registerGuard: false`, then use `@UseGuards(RateLimitGuard)`). Over HTTP and GraphQL it rejects with a
  * `RateLimitExceededException` (429) or, when the store is down and `onStoreError` is `'fail-closed'`, a
  * `RateLimitStoreUnavailableException` (503); gateways get a `WsException` and microservices an
- * `RpcException` carrying the same status, message and `retryAfter`. A policy function (`by`, `limit`,
- * `window`, `cost`) whose promise has not settled within `userFunctionTimeoutMs` fails the call (HTTP 500, the
- * error naming the policy and the function), and what the call had already taken is given back.
+ * `RpcException` carrying the same status, message and `retryAfter`. While the store is down, a rejection
+ * by the `insurance` fallback (the default) is a 429 like any other, with the in-process twin's wait. A
+ * policy function (`by`, `limit`, `window`, `cost`) whose promise has not settled within
+ * `userFunctionTimeoutMs` fails the call (HTTP 500, the error naming the policy and the function), and what
+ * the call had already taken is given back.
  */
 @Injectable()
 export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
@@ -153,7 +155,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     if (!outcome.allowed && plan.leaseHold?.ms !== undefined) outcome.decisions = leaseHint(plan, outcome.decisions, plan.leaseHold.ms);
     this.writeHeaders(caller, plan, outcome);
     this.reportShadow(plan, outcome);
-    if (!outcome.allowed) return rejectSoon(this.rejection(context, caller, outcome.decisions));
+    if (!outcome.allowed) return rejectSoon(this.rejection(context, caller, outcome));
     if (plan.settles) this.settleOnEnd(context, caller, plan, outcome);
     const delayMs = this.shapingDelay(plan, outcome.decisions);
     return delayMs > 0 ? this.holds.hold(delayMs).then(() => true) : true;
@@ -192,9 +194,12 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     return shown ?? undefined;
   }
 
-  /** The error a rejected call is answered with, shaped for its transport by its context adapter. */
-  private rejection(context: ExecutionContext, call: RateLimitContextAdapter, decisions: RateLimitDecision[]): Error {
-    if (decisions.some((d) => !d.allowed && d.reason === 'store-unavailable')) {
+  /**
+   * The error a rejected call is answered with, shaped for its transport by its context adapter: a 503 when a
+   * `fail-closed` policy met a failed store, else a 429 (an `insurance` fallback's rejection included).
+   */
+  private rejection(context: ExecutionContext, call: RateLimitContextAdapter, { decisions, calls }: RouteOutcome): Error {
+    if (decisions.some((d, i) => failedClosed(d, calls[i]))) {
       return this.problemDetails(call) ? problemUnavailable(call) : call.unavailable();
     }
     const rejecting = decisions.filter((d) => !d.allowed && d.reason !== 'shadow');

@@ -22,7 +22,7 @@ interface TransportContextLike {
 
 /** What a rejected message's sender receives as the error (`ClientProxy#send` errors with this object). */
 export interface RateLimitRpcErrorPayload {
-  /** 429 when limited, 503 when the store is down and the policy fails closed. */
+  /** 429 when limited (by the `insurance` fallback too), 503 when the store is down and the policy fails closed. */
   statusCode: 429 | 503;
   message: string;
   /** Whole seconds until the same message would be allowed; `null` when never (429 only). */

@@ -19,7 +19,7 @@ interface SocketLike {
 /** What a rejected WebSocket message's client receives as the payload of its `exception` event. */
 export interface RateLimitWsErrorPayload {
   status: 'error';
-  /** 429 when limited, 503 when the store is down and the policy fails closed. */
+  /** 429 when limited (by the `insurance` fallback too), 503 when the store is down and the policy fails closed. */
   statusCode: 429 | 503;
   message: string;
   /** Whole seconds until the same message would be allowed; `null` when never (429 only). */

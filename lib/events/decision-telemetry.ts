@@ -8,7 +8,8 @@ import type { RateLimitDecisionEvent } from '../interfaces/module-options.interf
  * - `shadow-rejected`: a shadow policy would have rejected; the request went through;
  * - `fail-open` / `fail-closed`: the store failed and `onStoreError` let the request through / rejected it;
  * - `insurance-allowed` / `insurance-rejected`: the store failed and the in-process insurance store decided
- *   (it decides both ways, so one value each keeps "every rejection" a single filter).
+ *   (it decides both ways, so one value each keeps "every rejection" a single filter); an `insurance-rejected`
+ *   request was answered as any 429, so this outcome is what tells it was the fallback's.
  */
 export type RateLimitOutcome =
   'allowed' | 'rejected' | 'shadow-rejected' | 'fail-open' | 'fail-closed' | 'insurance-allowed' | 'insurance-rejected';

@@ -32,7 +32,9 @@ export interface RateLimitDecision {
  * Why a decision is what it is, when that is not the plain counter:
  * - `blocked`: a lockout (`blockFor`, or `block()`) is in force;
  * - `cost-exceeds-capacity`: the cost can never fit the policy's capacity;
- * - `store-unavailable`: the store failed and `onStoreError` decided;
+ * - `store-unavailable`: the store failed and `onStoreError` decided: `fail-open` allowed, `fail-closed`
+ *   rejected (HTTP 503), or the in-process `insurance` twin decided either way (its rejection is a 429 with its
+ *   own `retryAfterMs`);
  * - `shadow`: the policy would have rejected but runs in shadow mode.
  */
 export type RateLimitDecisionReason = 'blocked' | 'cost-exceeds-capacity' | 'store-unavailable' | 'shadow';

@@ -14,8 +14,9 @@ export type RateLimitErrorFormat = 'json' | 'problem+json';
 export type RateLimitHeadersMode = 'ietf' | 'legacy' | 'both' | 'none';
 
 /**
- * What a request gets when the store errors or misses its deadline: allowed (`fail-open`), rejected with
- * HTTP 503 (`fail-closed`), or decided by an in-process store holding a share of the limit (`insurance`).
+ * What a request gets when the store errors or misses its deadline: decided by an in-process store holding a
+ * share of the limit (`insurance`, the default: bounded, and a rejection is a 429 with `Retry-After`), allowed
+ * whatever the limit (`fail-open`: unlimited while the store is away), or rejected with HTTP 503 (`fail-closed`).
  */
 export type RateLimitStoreErrorMode = 'fail-open' | 'fail-closed' | 'insurance';
 
@@ -80,9 +81,15 @@ export interface RateLimitModuleOptions {
    */
   headers?: RateLimitHeadersMode;
   /**
-   * When the store fails or is too slow: let the request through, reject it (HTTP 503), or decide with
-   * the in-process `insurance` store. A policy's own `onStoreError` overrides it.
-   * @default 'fail-open'
+   * When the store fails or is too slow. `'insurance'` (the default): an in-process twin of each policy decides
+   * with `insuranceShare` of its limit, so while the store is away each instance still enforces the policy
+   * (bounded, never unlimited). A request the twin rejects gets the usual 429 (status, body, `Retry-After`
+   * from the twin's wait; no `RateLimit` member for that policy, as the twin's count is not the client's
+   * real quota), and its decision keeps `reason: 'store-unavailable'`. `'fail-open'`: every request passes
+   * (unlimited while the store is away). `'fail-closed'`: every request is rejected with HTTP 503
+   * (`RateLimitStoreUnavailableException`). A policy's own `onStoreError` overrides it.
+   * @default 'insurance'
+   * @example onStoreError: 'fail-closed' // a 503 rather than any request the store did not count
    */
   onStoreError?: RateLimitStoreErrorMode;
   /**
@@ -100,8 +107,8 @@ export interface RateLimitModuleOptions {
    */
   userFunctionTimeoutMs?: number;
   /**
-   * `insurance` fallback: the share of each limit one instance may grant while the store is away; with N
-   * instances, 1/N keeps the total at the limit.
+   * `insurance` fallback (the default `onStoreError`): the share of each limit one instance may grant while the
+   * store is away (at least 1); with N instances, 1/N keeps the total at the limit.
    * @default 1
    */
   insuranceShare?: number;
@@ -174,11 +181,11 @@ export interface RateLimitModuleOptions {
    */
   errorMessage?: string | RateLimitErrorMessage;
   /**
-   * Body of a controller call's 429 (and `fail-closed` 503): `'json'`, `{ statusCode, message, error,
-   * retryAfter }`; or `'problem+json'`, RFC 9457 problem details sent as `application/problem+json`, of the
-   * IETF RateLimit draft's `quota-exceeded` type with its `violated-policies` member, the message as
-   * `detail` (a 503 is `about:blank`). Headers are the same either way. GraphQL, WebSocket and RPC calls keep
-   * their own error shapes.
+   * Body of a controller call's 429 (an `insurance` rejection's too) and `fail-closed` 503: `'json'`,
+   * `{ statusCode, message, error, retryAfter }`; or `'problem+json'`, RFC 9457 problem details sent as
+   * `application/problem+json`, of the IETF RateLimit draft's `quota-exceeded` type with its
+   * `violated-policies` member, the message as `detail` (a 503 is `about:blank`). Headers are the same either
+   * way. GraphQL, WebSocket and RPC calls keep their own error shapes.
    * @default 'json'
    */
   errorFormat?: RateLimitErrorFormat;
