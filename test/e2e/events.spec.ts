@@ -92,7 +92,7 @@ describe.each(ADAPTERS)('rate-limit events on %s', (adapter) => {
     ]);
   });
 
-  it('a store error is emitted as rate-limit.store-error, and the fallback decision as usual', async () => {
+  it('a store error is emitted as rate-limit.store-error, and the fallback decision (the default: insurance) as usual', async () => {
     const redis = await startRedis();
     const client = new Redis(redis.url, { maxRetriesPerRequest: 0 });
     client.on('error', () => undefined); // the server is stopped on purpose
@@ -103,8 +103,9 @@ describe.each(ADAPTERS)('rate-limit events on %s', (adapter) => {
       expect((await request(app.getHttpServer()).get('/limited')).status).toBe(200);
 
       const recorder = app.get(Recorder);
-      expect(recorder.emitted).toEqual(['store-error', 'decision:true:burst=2/store-unavailable']);
-      expect(recorder.subscribed).toEqual(['true:burst=2/store-unavailable']);
+      // The in-process insurance twin counted the request: 1 of the 2 left.
+      expect(recorder.emitted).toEqual(['store-error', 'decision:true:burst=1/store-unavailable']);
+      expect(recorder.subscribed).toEqual(['true:burst=1/store-unavailable']);
       // One failure, the same Error object both ways (its message is the client's).
       expect(recorder.errors.map((e) => e.via)).toEqual(['subscribe', 'event-emitter']);
       expect(recorder.errors[0].error).toBeInstanceOf(Error);

@@ -204,7 +204,7 @@ describe.each(ADAPTERS)('rate-limit headers while the Redis store is down, on %s
   it('a fail-open answer states the policy but no made-up quota', async () => {
     app = await bootApp({
       adapter,
-      imports: [RateLimitModule.forRoot({ redis: redis.client, storeTimeoutMs: 50, headers: 'both' })],
+      imports: [RateLimitModule.forRoot({ redis: redis.client, storeTimeoutMs: 50, headers: 'both', onStoreError: 'fail-open' })],
       controllers: [OutageController],
     });
     const before = await request(app.getHttpServer()).get('/limited');

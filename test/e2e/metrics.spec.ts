@@ -192,7 +192,10 @@ describe('Prometheus metrics and Redis', () => {
     await client.ping();
     const app = await bootApp({
       adapter: 'express',
-      imports: [RateLimitModule.forRoot({ redis: client, storeTimeoutMs: 50 }), RateLimitPrometheusModule.forRoot({ registry })],
+      imports: [
+        RateLimitModule.forRoot({ redis: client, storeTimeoutMs: 50, onStoreError: 'fail-open' }),
+        RateLimitPrometheusModule.forRoot({ registry }),
+      ],
       controllers: [SequenceController, MetricsController],
     });
     try {

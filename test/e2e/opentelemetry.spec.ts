@@ -192,7 +192,7 @@ describe.each(ADAPTERS)('OpenTelemetry on %s when the Redis store is down', (ada
   };
 
   it('counts a fail-open decision and the store error, and marks the span fail-open', async () => {
-    const app = await bootAndStopRedis();
+    const app = await bootAndStopRedis({ onStoreError: 'fail-open' });
     expect(await statuses(app, ['/limited'])).toEqual([200]);
 
     const [error] = app.get(Recorder).errors;

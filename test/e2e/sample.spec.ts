@@ -17,7 +17,7 @@ describe.each(MATRIX)('sample app on $adapter with the $store store', ({ adapter
     } else delete process.env.REDIS_URL;
     app = await bootApp({ adapter, imports: [AppModule] });
     // The client the module creates from REDIS_URL connects in the background and does not queue commands
-    // while offline, so a request in the first milliseconds would be decided by the fail-open fallback.
+    // while offline, so a request in the first milliseconds would be decided by the onStoreError fallback.
     if (redis) await sleep(300);
   });
   afterAll(async () => {
