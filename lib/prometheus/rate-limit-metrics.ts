@@ -1,8 +1,11 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
-import { Counter, Histogram, register, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client';
 import { DECISION_DURATION_BUCKETS } from '../events/decision-telemetry';
 import { RateLimitEvents } from '../events/rate-limit-events';
 import type { RateLimitDecisionEvent } from '../interfaces/module-options.interface';
+import { RATE_LIMIT_STORE } from '../rate-limit.module-definition';
+import type { StoreTimings } from '../stores/store-deadlines';
+import type { RateLimitStore } from '../stores/store.interface';
 
 /** Options of `RateLimitPrometheusModule.forRoot`. */
 export interface RateLimitPrometheusOptions {
@@ -61,10 +64,24 @@ export class RateLimitMetrics implements OnModuleDestroy {
   readonly storeErrors: Counter<string>;
   /** `rate_limit_decision_duration_seconds{outcome}`. */
   readonly decisionDuration: Histogram<'outcome'>;
+  /**
+   * `rate_limit_store_latency_seconds{quantile}` (0.5, 0.99, 1) over the last 1,024 store calls: the time Redis
+   * took, which `storeTimeoutMs` judges; 0 on the memory store.
+   */
+  readonly storeLatency: Gauge<'quantile'>;
+  /**
+   * `rate_limit_event_loop_delay_seconds{quantile}` over the last 1,024 ticks with store calls in flight: this
+   * process's own stalls, which no deadline counts; 0 on the memory store.
+   */
+  readonly eventLoopDelay: Gauge<'quantile'>;
   private readonly registered: string[] = [];
   private readonly unsubscribe: () => void;
 
-  constructor(events: RateLimitEvents, @Inject(RATE_LIMIT_PROMETHEUS_OPTIONS) options: RateLimitPrometheusOptions) {
+  constructor(
+    events: RateLimitEvents,
+    @Inject(RATE_LIMIT_PROMETHEUS_OPTIONS) options: RateLimitPrometheusOptions,
+    @Inject(RATE_LIMIT_STORE) store: RateLimitStore,
+  ) {
     this.registry = options.registry ?? register;
     const prefix = options.prefix ?? 'rate_limit_';
     this.allowed = this.counter(`${prefix}allowed_total`, 'Decisions of a policy that allowed, by policy and reason.', [
@@ -92,6 +109,17 @@ export class RateLimitMetrics implements OnModuleDestroy {
           buckets: options.buckets ?? [...DECISION_DURATION_BUCKETS],
           registers: [this.registry],
         }),
+    );
+    const timings = () => store.timings?.();
+    this.storeLatency = this.quantiles(
+      `${prefix}store_latency_seconds`,
+      'Time the rate-limit store took to answer lately.',
+      () => timings()?.storeLatencyMs,
+    );
+    this.eventLoopDelay = this.quantiles(
+      `${prefix}event_loop_delay_seconds`,
+      "This process's event-loop delay while rate-limit store calls were in flight (not counted by storeTimeoutMs).",
+      () => timings()?.eventLoopDelayMs,
     );
     this.unsubscribe = events.subscribe({
       decision: (event) => this.record(event),
@@ -122,6 +150,27 @@ export class RateLimitMetrics implements OnModuleDestroy {
 
   private counter<L extends string>(name: string, help: string, labelNames: L[]): Counter<L> {
     return this.metric(name, Counter, () => new Counter({ name, help, labelNames, registers: [this.registry] })) as Counter<L>;
+  }
+
+  /** A gauge of three quantiles read from the store at each scrape. */
+  private quantiles(name: string, help: string, read: () => StoreTimings['storeLatencyMs'] | undefined): Gauge<'quantile'> {
+    return this.metric(
+      name,
+      Gauge,
+      () =>
+        new Gauge({
+          name,
+          help,
+          labelNames: ['quantile'],
+          registers: [this.registry],
+          collect() {
+            const { p50, p99, max } = read() ?? { p50: 0, p99: 0, max: 0 };
+            this.set({ quantile: '0.5' }, p50 / 1_000);
+            this.set({ quantile: '0.99' }, p99 / 1_000);
+            this.set({ quantile: '1' }, max / 1_000);
+          },
+        }),
+    ) as Gauge<'quantile'>;
   }
 
   /** The metric `name` of the registry if it is a `type`, else a new one this instance owns. */

@@ -41,7 +41,7 @@ export class LeaseHeartbeats {
 
   constructor(
     private readonly store: RateLimitStore,
-    private readonly clock: () => number = Date.now,
+    private readonly clock: () => number = () => performance.now(),
   ) {}
 
   /** Leases kept alive now. */

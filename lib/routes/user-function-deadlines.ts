@@ -25,7 +25,7 @@ export class UserFunctionDeadlines {
 
   constructor(
     readonly timeoutMs: number,
-    private readonly clock: () => number = Date.now,
+    private readonly clock: () => number = () => performance.now(),
   ) {}
 
   /**

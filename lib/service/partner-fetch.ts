@@ -67,7 +67,7 @@ export class PartnerPauseFailures {
     if (error instanceof RateLimitShutdownError) return;
     const err = error instanceof Error ? error : new Error(String(error));
     this.onError?.(err);
-    const now = Date.now();
+    const now = performance.now();
     if (now - this.lastLog < this.intervalMs) {
       this.suppressed++;
       return;

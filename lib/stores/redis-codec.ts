@@ -107,7 +107,7 @@ export async function explainForeignData(
   typeOf: (key: string) => Promise<string>,
 ): Promise<Error> {
   const foreignValue = FOREIGN_VALUE.exec(cause.message);
-  if (foreignValue) return new RateLimitStoreError(`Redis key ${foreignValue[1]}`, { cause });
+  if (foreignValue) return new RateLimitStoreError(`Redis key ${foreignValue[1]}`, { cause, outage: false });
   if (!cause.message.includes('WRONGTYPE')) return cause;
   for (const call of calls) {
     for (const [key, expected] of [
@@ -119,7 +119,7 @@ export async function explainForeignData(
         return new RateLimitStoreError(
           `Redis key "${key}" holds a ${type}, but ${call.algorithm.name} keeps a ${expected} there: another ` +
             `application writes under this prefix. Give the rate limiter its own 'prefix' or delete the key.`,
-          { cause },
+          { cause, outage: false },
         );
       }
     }
@@ -130,7 +130,7 @@ export async function explainForeignData(
     return new RateLimitStoreError(
       `Redis key "${denyKey}" holds a ${type}, but the deny list keeps a string there: another application writes ` +
         `under this prefix. Give the rate limiter its own 'prefix' or delete the key.`,
-      { cause },
+      { cause, outage: false },
     );
   }
   return cause;

@@ -21,7 +21,7 @@ import {
   type StoreDecision,
 } from './store.interface';
 import type { RedisClient } from './transports/client-types';
-import type { RedisScriptTransport, ScriptRunner } from './transports/redis-transport';
+import { isServerReply, type RedisScriptTransport, type ScriptRunner } from './transports/redis-transport';
 import { transportFor } from './transports/transport-for';
 
 export type { RedisClient } from './transports/client-types';
@@ -143,7 +143,8 @@ export class RedisStore implements RateLimitStore {
 
   async penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
     const reply = (await this.run(calls, 'x')) as readonly (number | string)[];
-    if (typeof reply[1] === 'string') throw await this.explain(calls, new RateLimitStoreError(`Redis failed the penalty: ${reply[1]}`));
+    if (typeof reply[1] === 'string')
+      throw await this.explain(calls, new RateLimitStoreError(`Redis failed the penalty: ${reply[1]}`, { outage: false }));
     return parseDecision(reply as readonly number[], 1, calls.length);
   }
 
@@ -186,6 +187,18 @@ export class RedisStore implements RateLimitStore {
       this.lastSlot = hashSlot(key);
     }
     return this.transport.nodeOfSlot(this.lastSlot);
+  }
+
+  /**
+   * Whether a failure means Redis cannot serve now (see {@link RateLimitStoreError.outage}): no answer (connection,
+   * timeout, a client-side error), or a reply that says the server or the slot is not serving (`CLUSTERDOWN`,
+   * `TRYAGAIN`, `LOADING`, `MASTERDOWN`, `BUSY`, `READONLY`, `OOM`, an auth error). Any other reply is the
+   * decision's own: Redis answered, and will answer the next one.
+   */
+  isOutage(error: unknown): boolean {
+    if (error instanceof RateLimitStoreError) return error.outage;
+    if (!(error instanceof Error) || !isServerReply(error)) return true;
+    return OUTAGE_REPLY.test(error.message);
   }
 
   /** Remembers the client's last connection error (its `error` event) for log lines; `undefined` once it is connected. */
@@ -303,7 +316,10 @@ export class RedisStore implements RateLimitStore {
       const flag = reply[offset];
       // A decision the script reported as failed has its message in place of its first status.
       if (typeof flag === 'string')
-        this.explain(q.calls, new RateLimitStoreError(`Redis failed the decision: ${flag}`)).then(q.reject, q.reject);
+        this.explain(q.calls, new RateLimitStoreError(`Redis failed the decision: ${flag}`, { outage: OUTAGE_REPLY.test(flag) })).then(
+          q.reject,
+          q.reject,
+        );
       else q.resolve(parseDecision(reply as readonly number[], offset, q.calls.length));
       offset += q.calls.length * REPLY_PER_CALL;
     }
@@ -316,6 +332,7 @@ export class RedisStore implements RateLimitStore {
     if (!command) {
       throw new RateLimitStoreError(
         `A decision covers ${calls.length} policies of one tracker; at most ${MAX_POLICIES_PER_DECISION} are supported.`,
+        { outage: false },
       );
     }
     const keys: string[] = [];
@@ -337,6 +354,9 @@ export class RedisStore implements RateLimitStore {
     return explainForeignData(calls, cause, (key) => this.transport.type(key));
   }
 }
+
+/** Replies of a server (or a slot) that cannot serve now, whatever the decision. */
+const OUTAGE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|BUSY|READONLY|OOM|NOAUTH|NOPERM|WRONGPASS|MISCONF|NOREPLICAS)\b/;
 
 /** Errors after which Redis ran nothing: the script was missing, or the key's slot is served elsewhere or not now. */
 function nothingRan(error: Error): boolean {

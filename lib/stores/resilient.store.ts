@@ -2,18 +2,19 @@ import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { MemoryStore } from './memory.store';
 import { describeCause } from './store-description';
+import { StoreDeadlines, type StoreTimings } from './store-deadlines';
 import { penalizeIn, pingStore } from './store-health';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
 
 /** Options of {@link ResilientStore}. */
 export interface ResilientStoreOptions {
-  /** Deadline of one decision, ms. */
+  /** Deadline of one decision, ms of the store's own time (see {@link StoreDeadlines}). */
   timeoutMs: number;
   /** Share of each limit an instance may grant on its own while the store is away (`insurance`). */
   insuranceShare: number;
   /** Least interval between two store-error log lines, ms. */
   logIntervalMs: number;
-  /** After a failure, decisions skip the store for this long before trying it again, ms. */
+  /** After an outage, decisions skip the store for this long before trying it again, ms. */
   retryAfterFailureMs: number;
   /** Called on every store failure (already rate-limited logging is separate). */
   onError?: (error: Error) => void;
@@ -22,48 +23,45 @@ export interface ResilientStoreOptions {
   /** Why the primary store cannot be reached, when it knows (its client's last connection error). */
   connectionError?: () => Error | undefined;
   /**
-   * Which part of the primary store holds a key (for a Redis Cluster, the master serving its slot), so that a
-   * failure opens the circuit for that part's keys only and the others keep deciding with the store. Absent,
+   * Which part of the primary store holds a key (for a Redis Cluster, the master serving its slot), so that an
+   * outage opens the circuit for that part's keys only and the others keep deciding with the store. Absent,
    * or `undefined` for a key: one circuit for the whole store.
    */
   shardOf?: (key: string) => string | undefined;
-  /** Time source, ms. */
+  /** Monotonic time source of deadlines, circuits and log intervals, ms. @default performance.now */
   clock?: () => number;
+  /** Wall-clock time of the insurance store's windows, ms. @default Date.now */
+  wallClock?: () => number;
 }
 
-/** A call in flight: its deadline, and how it ends when it misses it. */
-interface Pending {
-  deadline: number;
-  settled: boolean;
-  fail: (error: unknown) => void;
-}
-
-function rethrow(error: unknown): never {
-  throw error;
-}
+/** The circuit of a store without shards, or of keys of no known shard. */
+const WHOLE = '';
 
 /**
- * Keeps a slow or failing store from taking requests down with it. Every decision has a deadline; a
- * failure or a missed deadline opens a short circuit during which decisions do not wait for the store at
- * all, then the next decision tries it again (so recovery is automatic). Meanwhile each call's `fallback`
- * decides: allow, reject, or the in-process insurance store with a share of the limit. With `shardOf` (a Redis
- * Cluster), each master has its own circuit: one master's outage sends only its keys to the fallback.
+ * Keeps a slow or failing store from taking requests down with it. Every decision has a deadline, counted in
+ * the store's own time (a stall of this process is not the store's: see {@link StoreDeadlines}). A failure is
+ * either an outage (no answer, a lost connection, `CLUSTERDOWN`…) or the decision's own (a key holding someone
+ * else's data, a calendar period the store's clock is not in); only an outage of a store, or of a Cluster
+ * master, that answered no later call opens a short circuit, during which its decisions do not wait for it at
+ * all; then the next decision tries it again (recovery is automatic). A decision that fails on its own, or
+ * alone while its master answers others (a slot moving during a reshard), gets its fallback and nothing more.
+ * The fallback is each call's: allow, reject, or the in-process insurance store with a share of the limit.
  *
- * One shared timer enforces deadlines (none per request), and only while decisions are in flight. An outage
- * is logged when it begins (at most once per `logIntervalMs`, naming the store and the cause) and, once
- * reported, when the store answers again; on the request path that costs one check.
+ * An outage is logged when it begins (at most once per `logIntervalMs`, naming the store and the cause) and,
+ * once reported, when the store answers again; a decision's own failure once per cause and interval.
  */
 export class ResilientStore implements RateLimitStore {
   private readonly logger = new Logger('RateLimit');
   private readonly insurance: MemoryStore;
   /** Calls a fallback answered: they took nothing from the primary store, so their refunds never go there. */
   private readonly answeredLocally = new WeakSet<RateLimitCall>();
-  private readonly pending: Pending[] = [];
-  private ticker: NodeJS.Timeout | undefined;
-  /** Until when decisions skip the whole store (or, with `shardOf`, the keys of no known shard). */
-  private openUntil = 0;
-  /** The same per shard (`shardOf`): one entry per shard that ever failed, so a handful. */
-  private readonly shardOpenUntil = new Map<string, number>();
+  private readonly deadlines: StoreDeadlines;
+  /** Per shard ({@link WHOLE} without shards): until when decisions skip it. One entry per shard that ever failed. */
+  private readonly openUntil = new Map<string, number>();
+  /** Per shard: when the latest call it answered was sent, which tells a slow call from a store that is down. */
+  private readonly answeredSentAt = new Map<string, number>();
+  /** Per cause of a decision's own failure: when it was last logged (a handful of causes; cleared past 64). */
+  private readonly causeLogged = new Map<string, number>();
   private lastLog = -Infinity;
   private suppressed = 0;
   /** When the current outage began (a failure, or no connection at startup); undefined while the store answers. */
@@ -73,13 +71,16 @@ export class ResilientStore implements RateLimitStore {
   /** Whether a warning reported the current outage, so its end is reported too (once). */
   private reported = false;
   private readonly clock: () => number;
+  private readonly wallClock: () => number;
 
   constructor(
     private readonly primary: RateLimitStore,
     private readonly options: ResilientStoreOptions,
   ) {
-    this.clock = options.clock ?? Date.now;
-    this.insurance = new MemoryStore({ clock: this.clock });
+    this.clock = options.clock ?? (() => performance.now());
+    this.wallClock = options.wallClock ?? Date.now;
+    this.insurance = new MemoryStore({ clock: this.wallClock });
+    this.deadlines = new StoreDeadlines(options.timeoutMs, this.clock);
   }
 
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
@@ -87,14 +88,23 @@ export class ResilientStore implements RateLimitStore {
     const key = calls[0]?.stateKey;
     const shard = this.shardOf(key);
     if (this.isOpen(shard)) return Promise.resolve(this.fallback(calls, mode));
-    return this.withDeadline(
-      this.primary.decide(calls, mode),
-      (error) => {
-        this.failed(error, shard, key);
-        return this.fallback(calls, mode);
-      },
-      shard,
-    );
+    return new Promise<StoreDecision>((resolve, reject) => {
+      this.deadlines.run(
+        this.primary.decide(calls, mode),
+        (decision, sentAt) => {
+          this.answered(sentAt, shard);
+          resolve(decision);
+        },
+        (error, sentAt) => {
+          this.failed(error, sentAt, shard, key);
+          try {
+            resolve(this.fallback(calls, mode));
+          } catch (failure) {
+            reject(failure);
+          }
+        },
+      );
+    });
   }
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
@@ -111,7 +121,7 @@ export class ResilientStore implements RateLimitStore {
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
     const primary = calls.filter((c) => !this.answeredLocally.has(c));
     const insured = calls.filter((c) => c.fallback === 'insurance' && this.answeredLocally.has(c));
-    if (primary.length > 0) await this.bestEffort(() => this.primary.refund(primary));
+    if (primary.length > 0) await this.bestEffort(primary);
     if (insured.length > 0) await this.insurance.refund(insured.map((c) => this.insuredCall(c)));
   }
 
@@ -134,6 +144,11 @@ export class ResilientStore implements RateLimitStore {
     return this.withDeadline(pingStore(this.primary));
   }
 
+  /** How long the store took to answer lately, and this process's own stalls meanwhile. */
+  timings(): StoreTimings {
+    return this.deadlines.timings();
+  }
+
   /** The primary store's `ready`; when it is not, warns (naming the store and the cause) and starts an outage. */
   async ready(timeoutMs: number): Promise<boolean> {
     const started = this.clock();
@@ -147,80 +162,40 @@ export class ResilientStore implements RateLimitStore {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.ticker);
-    this.ticker = undefined;
-    for (const entry of this.pending.splice(0)) {
-      if (entry.settled) continue;
-      entry.settled = true;
-      entry.fail(new RateLimitStoreError('The rate-limit store was closed.'));
-    }
+    this.deadlines.close();
     await this.primary.close();
   }
 
   /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
-  private async bestEffort(work: () => Promise<void>): Promise<void> {
-    try {
-      await this.withDeadline(work());
-    } catch (error) {
-      this.failed(error);
-    }
-  }
-
-  /**
-   * `work`'s result when it settles within `timeoutMs`; otherwise, or when it fails, what `recover` makes of
-   * the error (rethrowing by default). One promise per call: it is on every decision's path. `shard`: the
-   * shard the call went to, when known (see {@link answered}).
-   */
-  private withDeadline<T>(work: Promise<T>, recover: (error: unknown) => T = rethrow, shard?: string): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const entry: Pending = {
-        deadline: this.clock() + this.options.timeoutMs,
-        settled: false,
-        fail: (error) => {
-          try {
-            resolve(recover(error));
-          } catch (failure) {
-            reject(failure);
-          }
+  private bestEffort(calls: readonly RateLimitCall[]): Promise<void> {
+    const shard = this.shardOf(calls[0]?.stateKey);
+    return new Promise<void>((resolve) => {
+      this.deadlines.run(
+        this.primary.refund(calls),
+        (_, sentAt) => {
+          this.answered(sentAt, shard);
+          resolve();
         },
-      };
-      this.pending.push(entry);
-      this.startTicker();
-      work.then(
-        (value) => {
-          if (entry.settled) return;
-          entry.settled = true;
-          if (this.downSince !== undefined) this.answered(entry.deadline - this.options.timeoutMs, shard);
-          resolve(value);
-        },
-        (error: unknown) => {
-          if (entry.settled) return;
-          entry.settled = true;
-          entry.fail(error);
+        (error, sentAt) => {
+          this.failed(error, sentAt, shard, calls[0]?.stateKey);
+          resolve();
         },
       );
     });
   }
 
-  /** Deadlines are all `timeoutMs` long, so the queue is ordered by deadline: expire from its head. */
-  private startTicker(): void {
-    if (this.ticker) return;
-    const every = Math.max(1, Math.min(10, Math.floor(this.options.timeoutMs / 4)));
-    this.ticker = setInterval(() => {
-      const now = this.clock();
-      while (this.pending.length > 0 && (this.pending[0].settled || this.pending[0].deadline <= now)) {
-        const entry = this.pending.shift()!;
-        if (!entry.settled) {
-          entry.settled = true;
-          entry.fail(new RateLimitStoreError(`The rate-limit store did not answer within storeTimeoutMs (${this.options.timeoutMs} ms).`));
-        }
-      }
-      if (this.pending.length === 0) {
-        clearInterval(this.ticker);
-        this.ticker = undefined;
-      }
-    }, every);
-    this.ticker.unref();
+  /** `work`'s result when it settles within the deadline; its error, or the deadline's, otherwise. */
+  private withDeadline<T>(work: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.deadlines.run(
+        work,
+        (value, sentAt) => {
+          this.answered(sentAt, undefined);
+          resolve(value);
+        },
+        reject,
+      );
+    });
   }
 
   /** The shard holding `key` (`shardOf`); undefined without `shardOf`, or for a key of no known shard. */
@@ -230,16 +205,25 @@ export class ResilientStore implements RateLimitStore {
 
   /** Whether decisions for the shard (undefined: the whole store) skip the store for now. */
   private isOpen(shard: string | undefined): boolean {
-    return this.clock() < (shard === undefined ? this.openUntil : (this.shardOpenUntil.get(shard) ?? 0));
+    const until = this.openUntil.get(shard ?? WHOLE);
+    return until !== undefined && this.clock() < until;
   }
 
-  /** Opens the circuit of the shard that failed (of the whole store when unknown), and reports the outage. */
-  private failed(error: unknown, shard?: string, key?: string): void {
+  /**
+   * A call sent at `sentAt` failed. An outage of a shard that answered no call sent since opens its circuit and
+   * is reported; anything else (see the class) is logged once per cause and fails that call alone.
+   */
+  private failed(error: unknown, sentAt: number, shard?: string, key?: string): void {
     const err = error instanceof Error ? error : new Error(String(error));
-    const now = this.clock();
-    if (shard === undefined) this.openUntil = now + this.options.retryAfterFailureMs;
-    else this.shardOpenUntil.set(shard, now + this.options.retryAfterFailureMs);
     this.options.onError?.(err);
+    const outage = this.primary.isOutage?.(error) ?? !(error instanceof RateLimitStoreError && !error.outage);
+    const answering = (this.answeredSentAt.get(shard ?? WHOLE) ?? -Infinity) > sentAt;
+    if (!outage || answering) {
+      this.failedAlone(err, outage);
+      return;
+    }
+    const now = this.clock();
+    this.openUntil.set(shard ?? WHOLE, now + this.options.retryAfterFailureMs);
     if (this.downSince === undefined) {
       this.downSince = now;
       this.downKey = shard === undefined ? undefined : key;
@@ -251,6 +235,21 @@ export class ResilientStore implements RateLimitStore {
     const more = this.suppressed > 0 ? ` (${this.suppressed} more failures since the last report)` : '';
     const what = shard === undefined ? '' : ' its keys';
     this.warn(`${this.unavailable(err, shard)}${more}. Deciding${what} with each policy's onStoreError until it answers again.`, now);
+  }
+
+  /** A failure that leaves the store deciding: logged once per cause and interval (digits do not make a new cause). */
+  private failedAlone(err: Error, slow: boolean): void {
+    const cause = err.message.replace(/\d+/g, '#').slice(0, 200);
+    const now = this.clock();
+    const last = this.causeLogged.get(cause);
+    if (last !== undefined && now - last < this.options.logIntervalMs) return;
+    if (this.causeLogged.size >= 64) this.causeLogged.clear();
+    this.causeLogged.set(cause, now);
+    const store = this.options.name ?? 'The rate-limit store';
+    const why = slow ? 'a decision missed its deadline while later ones were answered' : 'a decision failed';
+    this.logger.warn(
+      `${store}: ${why}: ${describeCause(err)}. That decision alone is answered by its onStoreError; the store keeps deciding the others.`,
+    );
   }
 
   private warn(line: string, now: number): void {
@@ -275,10 +274,12 @@ export class ResilientStore implements RateLimitStore {
    * When one shard's failure began it, only that shard's keys answering end it: the shard now serving the
    * failed key (after a failover, another node), not the healthy ones that answered all along.
    */
-  private answered(callStarted: number, shard: string | undefined): void {
-    const since = this.downSince!;
+  private answered(sentAt: number, shard: string | undefined): void {
+    const circuit = shard ?? WHOLE;
+    if ((this.answeredSentAt.get(circuit) ?? -Infinity) < sentAt) this.answeredSentAt.set(circuit, sentAt);
+    const since = this.downSince;
     // A call sent before the outage began says nothing about the store now.
-    if (callStarted < since) return;
+    if (since === undefined || sentAt < since) return;
     if (this.downKey !== undefined && (shard === undefined || shard !== this.shardOf(this.downKey))) return;
     if (this.reported) {
       const seconds = ((this.clock() - since) / 1000).toFixed(1);
@@ -310,7 +311,7 @@ export class ResilientStore implements RateLimitStore {
         reason: 3,
       };
     });
-    return { nowMs: this.clock(), allowed: verdicts.every((v) => v.allowed), verdicts };
+    return { nowMs: this.wallClock(), allowed: verdicts.every((v) => v.allowed), verdicts };
   }
 
   /** The same call against a share of the limit (at least 1). */

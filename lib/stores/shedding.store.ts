@@ -1,6 +1,7 @@
 import { LocalLeases } from './local-leases';
 import { penalizeIn, pingStore } from './store-health';
 import { LruMap } from '../utils/lru-map';
+import type { StoreTimings } from './store-deadlines';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
 
 interface Shed {
@@ -111,6 +112,10 @@ export class SheddingStore implements RateLimitStore {
 
   ping(): Promise<void> {
     return pingStore(this.inner);
+  }
+
+  timings(): StoreTimings | undefined {
+    return this.inner.timings?.();
   }
 
   ready(timeoutMs: number): Promise<boolean> {

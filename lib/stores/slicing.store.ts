@@ -1,5 +1,6 @@
 import { LruMap } from '../utils/lru-map';
 import { penalizeIn, pingStore } from './store-health';
+import type { StoreTimings } from './store-deadlines';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
 
 /** How long a slice is spent after the store granted it, ms; what is left then is given back. */
@@ -170,6 +171,10 @@ export class SlicingStore implements RateLimitStore {
 
   ping(): Promise<void> {
     return pingStore(this.inner);
+  }
+
+  timings(): StoreTimings | undefined {
+    return this.inner.timings?.();
   }
 
   /**

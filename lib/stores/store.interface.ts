@@ -1,5 +1,6 @@
 import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import type { LockoutEscalation } from './lockouts';
+import type { StoreTimings } from './store-deadlines';
 
 /** Most policies decided together in one store call (routes and `consumeAll` are checked against it). */
 export const MAX_POLICIES_PER_DECISION = 8;
@@ -100,6 +101,14 @@ export interface RateLimitStore {
   block(calls: readonly RateLimitCall[], ms: number): Promise<void>;
   /** Deletes keys: `reset` and `unblock`. */
   delete(keys: readonly string[]): Promise<void>;
+  /**
+   * Whether a failure of this store means it cannot serve now (an outage: every decision would fail), as
+   * opposed to one decision's own failure while the store answers (see `RateLimitStoreError.outage`). Absent:
+   * a `RateLimitStoreError` says so itself, and any other failure is an outage.
+   */
+  isOutage?(error: unknown): boolean;
+  /** How long the store and this process took lately (see `StoreTimings`); absent for in-process stores. */
+  timings?(): StoreTimings | undefined;
   /** Releases what the store opened. */
   close(): Promise<void>;
   /**

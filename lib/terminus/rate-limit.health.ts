@@ -6,7 +6,18 @@ import { pingStore } from '../stores/store-health';
 import type { RateLimitStore } from '../stores/store.interface';
 
 /** What {@link RateLimitHealthIndicator.isHealthy} reports under its key (a terminus `HealthIndicatorResult`). */
-export type RateLimitHealthResult<Key extends string> = Record<Key, { status: 'up' | 'down'; store: 'redis' | 'memory'; message?: string }>;
+export type RateLimitHealthResult<Key extends string> = Record<
+  Key,
+  {
+    status: 'up' | 'down';
+    store: 'redis' | 'memory';
+    message?: string;
+    /** Redis only: the 99th percentile of the time Redis took to answer lately, ms (what `storeTimeoutMs` judges). */
+    storeLatencyMs?: number;
+    /** Redis only: the 99th percentile of this process's event-loop delay while calls were in flight, ms (not counted by deadlines). */
+    eventLoopDelayMs?: number;
+  }
+>;
 
 /**
  * Terminus 11 and later read a returned `down` result; terminus 10 counts an indicator as down only when it
@@ -37,12 +48,14 @@ export class RateLimitHealthIndicator {
    */
   async isHealthy<const Key extends string>(key: Key): Promise<RateLimitHealthResult<Key>> {
     const store = this.options.redis === undefined ? 'memory' : 'redis';
+    const timings = this.store.timings?.();
+    const lately = timings ? { storeLatencyMs: timings.storeLatencyMs.p99, eventLoopDelayMs: timings.eventLoopDelayMs.p99 } : {};
     try {
       await pingStore(this.store);
-      return { [key]: { status: 'up', store } } as RateLimitHealthResult<Key>;
+      return { [key]: { status: 'up', store, ...lately } } as RateLimitHealthResult<Key>;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      const down = { [key]: { status: 'down', store, message } } as RateLimitHealthResult<Key>;
+      const down = { [key]: { status: 'down', store, message, ...lately } } as RateLimitHealthResult<Key>;
       if (readsDownResults) return down;
       throw Object.assign(new Error(message), { isHealthCheckError: true, causes: down });
     }

@@ -68,6 +68,7 @@ export class CalendarPeriods {
     if (nowMs < b0 || nowMs >= b3) {
       throw new RateLimitStoreError(
         `calendar window: the store's clock (${nowMs} ms) is outside the periods computed on this host (${b0} to ${b3} ms): the clocks differ by more than a period.`,
+        { outage: false },
       );
     }
     return nowMs < b1 ? b0 : nowMs < b2 ? b1 : b2;
@@ -217,7 +218,8 @@ function periodStarts({ unit, weekStartsOn, zone }: CalendarSpec, nowMs: number)
     unit === 'month' ? Date.UTC(year, month + k, 1) : Date.UTC(year, month, firstDay + k * (unit === 'week' ? 7 : 1));
   const start = (k: number) => startOfWall(zone, wallStart(k));
 
-  const lost = () => new RateLimitStoreError(`calendar window: no period of a ${unit} in ${zone.name} holds ${nowMs} ms.`);
+  const lost = () =>
+    new RateLimitStoreError(`calendar window: no period of a ${unit} in ${zone.name} holds ${nowMs} ms.`, { outage: false });
   let k1 = 0;
   let b1 = start(0);
   // Only a zone whose clocks went back across midnight could read a date whose first instant is still ahead.
@@ -246,5 +248,5 @@ function nonEmpty(start: (k: number) => number, k: number, step: number, than: n
     const b = start(k);
     if (b !== than) return b;
   }
-  throw new RateLimitStoreError(`calendar window: ${MAX_STEPS} empty periods in a row.`);
+  throw new RateLimitStoreError(`calendar window: ${MAX_STEPS} empty periods in a row.`, { outage: false });
 }

@@ -17,7 +17,7 @@ export class IntervalWarning {
 
   /** Logs `line` unless a warning went out less than the interval ago; a function is called only when it does. */
   warn(line: string | (() => string)): void {
-    const now = Date.now();
+    const now = performance.now();
     if (now - this.lastAt < this.intervalMs) return;
     this.lastAt = now;
     this.logger.warn(typeof line === 'function' ? line() : line);

@@ -79,7 +79,15 @@ function parseExposition(text: string, prefix: string): Record<string, number> {
 
 /** Counters and histogram counts only (bucket boundaries and sums depend on timing). */
 function countsOf(series: Record<string, number>): Record<string, number> {
-  return Object.fromEntries(Object.entries(series).filter(([name]) => !name.includes('_bucket{') && !name.includes('_sum')));
+  return Object.fromEntries(
+    Object.entries(series).filter(([name]) => !name.includes('_bucket{') && !name.includes('_sum') && !TIMING.test(name)),
+  );
+}
+
+/** The store-latency and event-loop-delay gauges: their values depend on the machine, their series do not. */
+const TIMING = /^rate_limit_(store_latency|event_loop_delay)_seconds\{/;
+function timingsOf(series: Record<string, number>): string[] {
+  return Object.keys(series).filter((name) => TIMING.test(name));
 }
 
 let redis: RedisProcess;
@@ -128,6 +136,11 @@ describe.each(ADAPTERS)('Prometheus metrics on %s with the Redis store', (adapte
       expect(scrape.status).toBe(200);
       expect(scrape.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
       const series = parseExposition(scrape.text, 'rate_limit_');
+      expect(timingsOf(series)).toEqual(
+        ['store_latency', 'event_loop_delay'].flatMap((m) => ['0.5', '0.99', '1'].map((q) => `rate_limit_${m}_seconds{quantile="${q}"}`)),
+      );
+      expect(Object.entries(series).filter(([name]) => TIMING.test(name) && !(series[name] >= 0 && series[name] < 60))).toEqual([]);
+      expect(series['rate_limit_store_latency_seconds{quantile="1"}']).toBeGreaterThan(0);
       expect(countsOf(series)).toEqual({
         'rate_limit_allowed_total{policy="burst",reason="counter"}': 3,
         'rate_limit_rejected_total{policy="burst",reason="counter"}': 2,

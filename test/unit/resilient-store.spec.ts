@@ -110,8 +110,8 @@ describe('deadline', () => {
     const elapsed = performance.now() - started;
     expect(result.decisions[0]).toMatchObject({ allowed: true, reason: 'store-unavailable' });
     expect(fake.decides).toBe(1);
+    // Never early; how late depends on how busy this machine is (its stalls are not the store's time).
     expect(elapsed).toBeGreaterThanOrEqual(TIMEOUT - 1);
-    expect(elapsed).toBeLessThanOrEqual(TIMEOUT + 150);
     await store.close();
   });
 
@@ -120,10 +120,8 @@ describe('deadline', () => {
     fake.behaviour = 'hang';
     const store = resilient(fake);
     const [call] = engineOver(store).calls(trackerKeyPrefix('rl', 'u'), [request(policy())]);
-    const started = performance.now();
     await expect(store.block([call], 1_000)).rejects.toBeInstanceOf(RateLimitStoreError);
     await expect(store.delete([call.stateKey])).rejects.toThrow(/did not answer within storeTimeoutMs \(100 ms\)/);
-    expect(performance.now() - started).toBeLessThanOrEqual(2 * (TIMEOUT + 150));
     await store.close();
   });
 
@@ -384,5 +382,96 @@ describe('logging and hook', () => {
     await engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
     expect(warn).toHaveBeenCalledTimes(2);
     expect(String(warn.mock.calls[1][0])).toContain('(99 more failures since the last report)');
+  });
+});
+
+/** A store whose every decision waits until the test answers or fails it, in any order. */
+class ManualStore implements RateLimitStore {
+  readonly asked: Array<{ answer(): void; fail(error: Error): void }> = [];
+
+  decide(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    return new Promise<StoreDecision>((resolve, reject) => {
+      const verdicts = calls.map((c) => ({
+        allowed: true,
+        remaining: c.params.limit - c.cost,
+        resetMs: 1_000,
+        retryAfterMs: 0,
+        delayMs: 0,
+        moreQuotaMs: 1_000,
+        reason: 0 as const,
+      }));
+      this.asked.push({ answer: () => resolve({ nowMs: 0, allowed: true, verdicts }), fail: reject });
+    });
+  }
+  refund = async (): Promise<void> => undefined;
+  block = async (): Promise<void> => undefined;
+  delete = async (): Promise<void> => undefined;
+  close = async (): Promise<void> => undefined;
+}
+
+describe('a busy process is not a failing store', () => {
+  it('an answer that arrives after a 600 ms stall of this process is the decision (the stall is not store time)', async () => {
+    let now = 1_000_000;
+    const manual = new ManualStore();
+    const store = resilient(manual as unknown as FakeStore, { clock: () => now });
+    const engine = engineOver(store, 'fail-closed');
+    const pending = engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    now += 600; // the loop was blocked: the next tick fires 600 ms after the last
+    await sleep(40);
+    manual.asked[0].answer();
+    expect((await pending).decisions[0]).toMatchObject({ allowed: true, remaining: 9 });
+    expect((await pending).decisions[0].reason).toBeUndefined();
+    expect(store.timings().eventLoopDelayMs.max).toBeGreaterThanOrEqual(590);
+    await store.close();
+  });
+
+  it('a call that misses its deadline while later calls are answered falls back alone: the circuit stays closed', async () => {
+    const manual = new ManualStore();
+    const store = resilient(manual as unknown as FakeStore);
+    const engine = engineOver(store, 'fail-closed');
+    const decide = () => engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    const slow = decide();
+    await sleep(20);
+    const quick = decide();
+    manual.asked[1].answer();
+    expect((await quick).allowed).toBe(true);
+    expect((await slow).decisions[0]).toMatchObject({ allowed: false, reason: 'store-unavailable' });
+    const next = decide();
+    expect(manual.asked).toHaveLength(3);
+    manual.asked[2].answer();
+    expect((await next).allowed).toBe(true);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(String(warn.mock.calls[0][0])).toContain('a decision missed its deadline while later ones were answered');
+    await store.close();
+  });
+
+  it("a decision's own failure (outage: false) falls back alone, is logged once per cause, and opens no circuit", async () => {
+    const manual = new ManualStore();
+    const errors: Error[] = [];
+    const store = resilient(manual as unknown as FakeStore, { onError: (e) => errors.push(e) });
+    const engine = engineOver(store, 'fail-closed');
+    for (let i = 0; i < 5; i++) {
+      const pending = engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+      manual.asked[i].fail(new RateLimitStoreError(`calendar window: the store's clock (${i}) is off`, { outage: false }));
+      expect((await pending).decisions[0]).toMatchObject({ allowed: false, reason: 'store-unavailable' });
+    }
+    expect(manual.asked).toHaveLength(5);
+    expect(errors).toHaveLength(5);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(String(warn.mock.calls[0][0])).toContain("a decision failed: calendar window: the store's clock (0) is off");
+    await store.close();
+  });
+
+  it('an outage with no later answer opens the circuit', async () => {
+    const manual = new ManualStore();
+    const store = resilient(manual as unknown as FakeStore);
+    const engine = engineOver(store, 'fail-closed');
+    const decide = () => engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    const first = decide();
+    manual.asked[0].fail(new Error('Connection is closed.'));
+    expect((await first).decisions[0]).toMatchObject({ allowed: false, reason: 'store-unavailable' });
+    expect((await decide()).decisions[0]).toMatchObject({ allowed: false, reason: 'store-unavailable' });
+    expect(manual.asked).toHaveLength(1);
+    await store.close();
   });
 });

@@ -117,7 +117,7 @@ export class NodeRedisTransport implements RedisScriptTransport {
     const cluster = this.client as unknown as NodeRedisClusterState;
     const master = cluster.slots[hashSlot(key)]?.master;
     if (!master?.client || master.client.isReady) return undefined;
-    const now = Date.now();
+    const now = performance.now();
     if (now >= this.nextRediscovery) {
       this.nextRediscovery = now + REDISCOVER_INTERVAL_MS;
       // Through a connected master: a reload through the dead one would fail and emit 'error' on the cluster.

@@ -97,3 +97,18 @@ export function untilReady(client: ReadyEmitter, timeoutMs: number, note: (error
     client.on('error', onError);
   });
 }
+
+/**
+ * Whether `error` is the server's own error reply (the server answered), whichever client carried it: ioredis's
+ * `ReplyError`, node-redis's `ErrorReply` (its `SimpleError`, `BlobError`), GLIDE's plain `RequestError` (its
+ * `TimeoutError`, `ConnectionError`, … subclasses are the client's own failures). Told by class name: the
+ * client libraries are optional peers, not imported here.
+ */
+export function isServerReply(error: Error): boolean {
+  if (error.constructor?.name === 'RequestError') return true;
+  for (let proto: unknown = Object.getPrototypeOf(error); proto && proto !== Error.prototype; proto = Object.getPrototypeOf(proto)) {
+    const name = (proto as { constructor?: { name?: string } }).constructor?.name;
+    if (name === 'ReplyError' || name === 'ErrorReply') return true;
+  }
+  return false;
+}

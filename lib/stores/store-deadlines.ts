@@ -1,0 +1,187 @@
+import { RateLimitStoreError } from '../errors/rate-limit-store.error';
+
+/** How long the store and this process each took, in ms, over the last {@link SAMPLES} calls or ticks. */
+export interface StoreTimings {
+  /** Time the store took to answer (what the deadline judges): median, 99th percentile and largest. */
+  storeLatencyMs: { p50: number; p99: number; max: number };
+  /** This process's own delays seen while calls were in flight (event-loop stalls), which no deadline counts. */
+  eventLoopDelayMs: { p50: number; p99: number; max: number };
+}
+
+/** A call in flight: its deadline in store time, and how it ends. */
+interface Pending {
+  /** Monotonic ms when it was sent. */
+  readonly sentAt: number;
+  /** Store time (see {@link StoreDeadlines.storeNow}) past which it has missed its deadline. */
+  readonly deadline: number;
+  settled: boolean;
+  readonly fail: (error: RateLimitStoreError) => void;
+}
+
+/** Recent samples kept for {@link StoreTimings} (a ring: bounded memory, percentiles only when asked). */
+const SAMPLES = 1_024;
+
+/**
+ * Deadlines judged on what the store did, not on what this process did meanwhile. A deadline counts *store
+ * time*: monotonic time less the event-loop delay this process had while calls were in flight (a tick that
+ * fires late measures a stall: a GC pause, a slow handler, a saturated CPU). So a stall never turns an answer
+ * that had already arrived into a failure, and a decision not yet sent because the loop was blocked is not late.
+ * And when a deadline has passed, the call is failed only after the loop has read pending I/O once more
+ * (`setImmediate` runs after the poll phase): a reply readable before the deadline is the decision.
+ *
+ * One timer for every call, running only while calls are in flight; nothing per call but its entry.
+ */
+export class StoreDeadlines {
+  private readonly pending: Pending[] = [];
+  private head = 0;
+  private ticker: NodeJS.Timeout | undefined;
+  private lastTick = 0;
+  /** Event-loop delay measured while calls were in flight, in total (store time = clock − this). */
+  private stalledMs = 0;
+  private expiring = false;
+  private readonly every: number;
+  private readonly latencies = new Float64Array(SAMPLES);
+  private latencyCount = 0;
+  private readonly delays = new Float64Array(SAMPLES);
+  private delayCount = 0;
+
+  constructor(
+    readonly timeoutMs: number,
+    private readonly clock: () => number = () => performance.now(),
+  ) {
+    this.every = Math.max(1, Math.min(10, Math.floor(timeoutMs / 4)));
+  }
+
+  /** Monotonic now less the stalls measured so far: the clock deadlines are judged on. */
+  storeNow(): number {
+    return this.clock() - this.stalledMs;
+  }
+
+  /**
+   * Settles `work` through `onValue` / `onError` (each given the monotonic time the call was sent), or
+   * `onError` with a RateLimitStoreError once `timeoutMs` of store time passed without an answer. Exactly one
+   * of them is called, once.
+   */
+  run<T>(work: Promise<T>, onValue: (value: T, sentAt: number) => void, onError: (error: unknown, sentAt: number) => void): void {
+    const sentAt = this.clock();
+    const startedStoreTime = sentAt - this.stalledMs;
+    const entry: Pending = {
+      sentAt,
+      deadline: startedStoreTime + this.timeoutMs,
+      settled: false,
+      fail: (error) => onError(error, sentAt),
+    };
+    this.pending.push(entry);
+    this.startTicker();
+    work.then(
+      (value) => {
+        if (entry.settled) return;
+        entry.settled = true;
+        this.sample(this.latencies, this.latencyCount++, this.storeNow() - startedStoreTime);
+        onValue(value, sentAt);
+      },
+      (error: unknown) => {
+        if (entry.settled) return;
+        entry.settled = true;
+        onError(error, sentAt);
+      },
+    );
+  }
+
+  /** The store's and the process's recent timings (for health checks and metrics; never on the request path). */
+  timings(): StoreTimings {
+    return {
+      storeLatencyMs: summarise(this.latencies, this.latencyCount),
+      eventLoopDelayMs: summarise(this.delays, this.delayCount),
+    };
+  }
+
+  /** Fails every call still in flight (the store is closing) and stops the timer. */
+  close(): void {
+    this.stopTicker();
+    const entries = this.pending.splice(0);
+    this.head = 0;
+    for (const entry of entries) {
+      if (entry.settled) continue;
+      entry.settled = true;
+      entry.fail(new RateLimitStoreError('The rate-limit store was closed.'));
+    }
+  }
+
+  private startTicker(): void {
+    if (this.ticker) return;
+    this.lastTick = this.clock();
+    this.ticker = setInterval(() => this.tick(), this.every);
+    this.ticker.unref();
+  }
+
+  private stopTicker(): void {
+    clearInterval(this.ticker);
+    this.ticker = undefined;
+  }
+
+  private tick(): void {
+    const now = this.clock();
+    const late = now - this.lastTick - this.every;
+    this.lastTick = now;
+    this.sample(this.delays, this.delayCount++, Math.max(0, late));
+    if (late > 0) this.stalledMs += late;
+    const storeNow = now - this.stalledMs;
+    this.dropSettled();
+    const first = this.pending[this.head];
+    if (first === undefined) {
+      this.stopTicker();
+      return;
+    }
+    // Deadlines are all timeoutMs long, so entries are in deadline order. Fail only after the poll phase.
+    if (first.deadline <= storeNow && !this.expiring) {
+      this.expiring = true;
+      setImmediate(() => this.expire(storeNow));
+    }
+  }
+
+  /** Fails the calls whose deadline was at or before `cutoff` and that the last poll phase did not settle. */
+  private expire(cutoff: number): void {
+    this.expiring = false;
+    while (this.head < this.pending.length && (this.pending[this.head].settled || this.pending[this.head].deadline <= cutoff)) {
+      const entry = this.pending[this.head++];
+      if (entry.settled) continue;
+      entry.settled = true;
+      entry.fail(new RateLimitStoreError(`The rate-limit store did not answer within storeTimeoutMs (${this.timeoutMs} ms).`));
+    }
+    this.compact();
+    if (this.pending.length === 0) this.stopTicker();
+  }
+
+  private dropSettled(): void {
+    while (this.head < this.pending.length && this.pending[this.head].settled) this.head++;
+    this.compact();
+  }
+
+  /** Drops the consumed head of the queue once it is most of the array (amortised O(1) per call). */
+  private compact(): void {
+    if (this.head === this.pending.length) {
+      this.pending.length = 0;
+      this.head = 0;
+    } else if (this.head > 1_024 && this.head * 2 > this.pending.length) {
+      this.pending.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+
+  private sample(ring: Float64Array, count: number, value: number): void {
+    ring[count % SAMPLES] = value;
+  }
+}
+
+function summarise(ring: Float64Array, count: number): { p50: number; p99: number; max: number } {
+  const n = Math.min(count, SAMPLES);
+  if (n === 0) return { p50: 0, p99: 0, max: 0 };
+  const sorted = Array.from(ring.subarray(0, n)).sort((a, b) => a - b);
+  const at = (q: number) => round(sorted[Math.min(n - 1, Math.floor(q * n))]);
+  return { p50: at(0.5), p99: at(0.99), max: round(sorted[n - 1]) };
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}
