@@ -237,7 +237,11 @@ export class ResilientStore implements RateLimitStore {
     this.warn(`${this.unavailable(err, shard)}${more}. Deciding${what} with each policy's onStoreError until it answers again.`, now);
   }
 
-  /** A failure that leaves the store deciding: logged once per cause and interval (digits do not make a new cause). */
+  /**
+   * A failure that leaves the store deciding, logged once per cause and interval (digits do not make a new
+   * cause): a decision's own at `warn`; a call slow alone while its master answered later ones (a slot that
+   * moves, a failover in progress) at `debug`, since the outage, if any, is reported by its own line.
+   */
   private failedAlone(err: Error, slow: boolean): void {
     const cause = err.message.replace(/\d+/g, '#').slice(0, 200);
     const now = this.clock();
@@ -246,10 +250,9 @@ export class ResilientStore implements RateLimitStore {
     if (this.causeLogged.size >= 64) this.causeLogged.clear();
     this.causeLogged.set(cause, now);
     const store = this.options.name ?? 'The rate-limit store';
-    const why = slow ? 'a decision missed its deadline while later ones were answered' : 'a decision failed';
-    this.logger.warn(
-      `${store}: ${why}: ${describeCause(err)}. That decision alone is answered by its onStoreError; the store keeps deciding the others.`,
-    );
+    const alone = 'That decision alone is answered by its onStoreError; the store keeps deciding the others.';
+    if (slow) this.logger.debug(`${store}: a decision missed its deadline while later ones were answered: ${describeCause(err)}. ${alone}`);
+    else this.logger.warn(`${store}: a decision failed: ${describeCause(err)}. ${alone}`);
   }
 
   private warn(line: string, now: number): void {

@@ -430,6 +430,7 @@ describe('a busy process is not a failing store', () => {
     const store = resilient(manual as unknown as FakeStore);
     const engine = engineOver(store, 'fail-closed');
     const decide = () => engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    const debug = jest.spyOn(Logger.prototype, 'debug').mockImplementation(() => undefined);
     const slow = decide();
     await sleep(20);
     const quick = decide();
@@ -440,8 +441,9 @@ describe('a busy process is not a failing store', () => {
     expect(manual.asked).toHaveLength(3);
     manual.asked[2].answer();
     expect((await next).allowed).toBe(true);
-    expect(warn).toHaveBeenCalledTimes(1);
-    expect(String(warn.mock.calls[0][0])).toContain('a decision missed its deadline while later ones were answered');
+    expect(warn).not.toHaveBeenCalled();
+    expect(debug).toHaveBeenCalledTimes(1);
+    expect(String(debug.mock.calls[0][0])).toContain('a decision missed its deadline while later ones were answered');
     await store.close();
   });
 
