@@ -186,7 +186,7 @@ async function wrongType(client: RedisClient, port: number): Promise<void> {
   await svc.consume(policy, 'foreign');
   const admin = new Redis({ port, maxRetriesPerRequest: 1 });
   try {
-    const [key] = await admin.keys('rl:{foreign}:*');
+    const [key] = await admin.keys('rl:{by%3Aforeign}:*');
     await admin.del(key);
     await admin.rpush(key, 'not ours');
     await expect(svc.consume(policy, 'foreign')).rejects.toThrow(`Redis key "${key}" holds a list, but`);

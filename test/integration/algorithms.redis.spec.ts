@@ -261,7 +261,7 @@ describe.each(REDIS_CLIENTS)('$name', (kind) => {
       await consume('alice');
       const [key, ...others] = await scanKeys();
       expect(others).toStrictEqual([]);
-      expect(key).toBe(`${PREFIX}:{alice}:svc:default:${TAG[algorithm]}`);
+      expect(key).toBe(`${PREFIX}:{by%3Aalice}:svc:default:${TAG[algorithm]}`);
       const ttl = await redis.pttl(key);
       expect(ttl).toBeGreaterThan(0);
       expect(ttl).toBeLessThanOrEqual(algorithm === 'sliding-window' ? 2 * W : W);
@@ -282,7 +282,7 @@ describe.each(REDIS_CLIENTS)('$name', (kind) => {
         ['a', true, L],
         ['b', false, 0],
       ]);
-      expect(await redis.exists(`${PREFIX}:{alice}:svc:a:${TAG[algorithm]}`)).toBe(0);
+      expect(await redis.exists(`${PREFIX}:{by%3Aalice}:svc:a:${TAG[algorithm]}`)).toBe(0);
       expect((await limiter.peek(mine, 'alice')).remaining).toBe(L);
     });
   });
@@ -304,7 +304,7 @@ describe.each(REDIS_CLIENTS)('$name', (kind) => {
 
       const keys = await scanKeys();
       expect(keys).toStrictEqual(
-        ALGORITHMS.flatMap((a) => [`${PREFIX}:{alice}:svc:${a}:${TAG[a]}`, `${PREFIX}:{alice}:svc:${a}:b`]).sort(),
+        ALGORITHMS.flatMap((a) => [`${PREFIX}:{by%3Aalice}:svc:${a}:${TAG[a]}`, `${PREFIX}:{by%3Aalice}:svc:${a}:b`]).sort(),
       );
       for (const key of keys) {
         const ttl = await redis.pttl(key);
@@ -336,15 +336,15 @@ describe.each(REDIS_CLIENTS)('$name', (kind) => {
         expect(new Set(keys.map(keySlot)).size).toBe(1);
         expect(new Set(keys.map(hashTag)).size).toBe(1);
       }
-      const keys = await scanKeys(`${PREFIX}:{a%7B*`);
+      const keys = await scanKeys(`${PREFIX}:{by%3Aa%7B*`); // a service key K is the tracker by:K
       expect(keys).toHaveLength(3); // gcra state, its lockout, the sliding log
       for (const key of keys) {
         expect(key.startsWith(`${PREFIX}:{`)).toBe(true);
-        expect(hashTag(key)).toBe('a%7Bb%7D%3Ac%0Ad%7D');
+        expect(hashTag(key)).toBe('by%3Aa%7Bb%7D%3Ac%0Ad%7D');
         expect(key).not.toMatch(/\n/);
       }
       expect(new Set(keys.map(keySlot)).size).toBe(1);
-      expect(keySlot(`${PREFIX}:{a}:svc:g:g`)).not.toBe(keySlot(keys[0]));
+      expect(keySlot(`${PREFIX}:{by%3Aa}:svc:g:g`)).not.toBe(keySlot(keys[0]));
     });
 
     it('peek and reset leave no key behind', async () => {
@@ -352,7 +352,7 @@ describe.each(REDIS_CLIENTS)('$name', (kind) => {
       await limiter.peek(policy, 'alice');
       expect(await scanKeys()).toStrictEqual([]);
       await burst(3, () => limiter.consume(policy, 'alice'));
-      expect(await scanKeys()).toStrictEqual([`${PREFIX}:{alice}:svc:default:b`, `${PREFIX}:{alice}:svc:default:sl`]);
+      expect(await scanKeys()).toStrictEqual([`${PREFIX}:{by%3Aalice}:svc:default:b`, `${PREFIX}:{by%3Aalice}:svc:default:sl`]);
       expect(await limiter.peek(policy, 'alice')).toMatchObject({ allowed: false, reason: 'blocked' });
       await limiter.reset(policy, 'alice');
       expect(await scanKeys()).toStrictEqual([]);
@@ -402,7 +402,7 @@ describe.each(REDIS_CLIENTS)('$name', (kind) => {
       expect(retryAfterMs).toBe(firstAt + 200 - recorder.nowOf()); // when the first lease expires
       await sleep(retryAfterMs + 3);
       expect(await limiter.consume(policy, 'k')).toMatchObject({ allowed: true, remaining: 0 }); // second lease still live
-      expect(await redis.zcard(`${PREFIX}:{k}:svc:default:cc`)).toBe(2);
+      expect(await redis.zcard(`${PREFIX}:{by%3Ak}:svc:default:cc`)).toBe(2);
       const { retryAfterMs: untilSecond } = await limiter.consume(policy, 'k');
       await sleep(untilSecond + 3);
       expect(await limiter.consume(policy, 'k')).toMatchObject({ allowed: true, remaining: 0 });

@@ -211,15 +211,15 @@ describe.each(REDIS_CLIENTS)('$name on a Redis Cluster (3 masters)', (kind) => {
       expect(second.allowed).toBe(true);
       expect(second.decisions.map((d) => d.remaining)).toEqual(first.decisions.map((d) => d.remaining - 1));
 
-      // The keys of this decision, as the engine names them.
+      // The keys of this decision, as the engine names them (a service key K is the tracker by:K).
       const calls = engine.calls(
-        trackerKeyPrefix(PREFIX, tracker),
+        trackerKeyPrefix(PREFIX, `by:${tracker}`),
         compiled.map((c) => ({ compiled: c, params: c.staticParams!, cost: 1 })),
       );
       const keys = calls.flatMap((c) => [c.stateKey, c.blockKey]);
       const keySlots = await Promise.all(keys.map((k) => nodeClients[0].cluster('KEYSLOT', k) as Promise<number>));
       expect(new Set(keySlots).size).toBe(1);
-      expect(keySlots[0]).toBe(await nodeClients[0].cluster('KEYSLOT', `{${encodeTracker(tracker)}}`));
+      expect(keySlots[0]).toBe(await nodeClients[0].cluster('KEYSLOT', `{${encodeTracker(`by:${tracker}`)}}`));
       slots.add(keySlots[0]);
       // The state keys exist (on the node that owns the slot), and carry a TTL.
       for (const c of calls) expect(await inspect!.pttl(c.stateKey)).toBeGreaterThan(0);
@@ -237,7 +237,7 @@ describe.each(REDIS_CLIENTS)('$name on a Redis Cluster (3 masters)', (kind) => {
       let cursor = '0';
       let count = 0;
       do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', `${PREFIX}:{spread-*}:*`, 'COUNT', 1_000);
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${PREFIX}:{by%3Aspread-*}:*`, 'COUNT', 1_000);
         cursor = next;
         count += keys.length;
       } while (cursor !== '0');

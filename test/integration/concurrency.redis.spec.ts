@@ -74,7 +74,7 @@ describe.each(REDIS_CLIENTS)('$name', (kind) => {
       expect(after.allowed).toBe(false);
       expect(after.remaining).toBe(0);
 
-      const stateKey = (await admin.keys(`rl:{${key}}:*`)).filter((k) => !k.endsWith(':b'));
+      const stateKey = (await admin.keys(`rl:{by%3A${key}}:*`)).filter((k) => !k.endsWith(':b'));
       expect(stateKey).toHaveLength(1);
       if (algorithm === 'sliding-log' || algorithm === 'concurrency') expect(await admin.zcard(stateKey[0])).toBe(LIMIT);
       // fixed-window keeps "<window>:<count>", sliding-window "<window>:<count>:<previous count>".

@@ -298,9 +298,12 @@ function realStoreScenarios(name: string, limiterOf: () => RateLimiterService, r
   });
 }
 
-/** The keys of `tracker` whose names end with `suffix` (a cluster's are on the node of the tracker's slot). */
-async function keysOf(redis: Redis | Cluster, tracker: string, suffix: string): Promise<string[]> {
-  const pattern = `rl:{${tracker}}:*`;
+/**
+ * The keys of service key `key` (the tracker `by:<key>`) whose names end with `suffix` (a cluster's are on the
+ * node of the tracker's slot).
+ */
+async function keysOf(redis: Redis | Cluster, key: string, suffix: string): Promise<string[]> {
+  const pattern = `rl:{by%3A${key}}:*`;
   const nodes = 'nodes' in redis ? redis.nodes('master') : [redis];
   const found = (await Promise.all(nodes.map((node) => node.keys(pattern)))).flat();
   return found.filter((k) => k.endsWith(suffix));

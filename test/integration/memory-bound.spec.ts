@@ -100,7 +100,7 @@ describe('every Redis key has a TTL', () => {
 
   it('after a mixed workload (all algorithms, multi-policy, lockouts, block, refunds, leases, tricky trackers), SCAN finds only keys with PTTL > 0', async () => {
     const svc = service!;
-    const trackers = ['u1', 'a:b', '{x}', 'line\nbreak', '😀', 'k'.repeat(5_000), '10.0.0.1'];
+    const trackers = ['u1', 'a:b', '{x}', 'line\nbreak', '😀', 'k'.repeat(5_000), 'ip:10.0.0.1', 'by:10.0.0.1'];
     const window = '10m';
     const byAlg = (algorithm: RateLimitAlgorithmName, extra: Partial<RateLimitPolicy> = {}): RateLimitPolicy => ({
       algorithm,

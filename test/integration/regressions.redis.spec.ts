@@ -237,7 +237,7 @@ describe('2. sliding log', () => {
       const tracker = freshTracker('race');
       const decisions = await Promise.all(Array.from({ length: 200 }, (_, i) => services[i % 4].consume(policy, tracker)));
       expect(decisions.filter((d) => d.allowed)).toHaveLength(10);
-      expect(await admin.zcard((await admin.keys(`rl:{${tracker}}:*`))[0])).toBe(10);
+      expect(await admin.zcard((await admin.keys(`rl:{by%3A${tracker}}:*`))[0])).toBe(10); // the service key is the tracker by:<key>
     } finally {
       for (const c of connections) c.disconnect();
     }

@@ -129,7 +129,7 @@ describe('overdrafts and script calls on Redis', () => {
       const key = tracker();
       const p: RateLimitPolicy = { algorithm, limit: 10, window: '1h', name: 'cap' };
       await (await limiters[store].reserve(p, key, { cost: 1 })).settle(1_000_000);
-      const stateKey = `${PREFIX}:{${key}}:svc:cap:${algorithm === 'fixed-window' ? 'f' : 'sl'}`;
+      const stateKey = `${PREFIX}:{by%3A${key}}:svc:cap:${algorithm === 'fixed-window' ? 'f' : 'sl'}`;
       const stored = algorithm === 'fixed-window' ? Number((await client.get(stateKey))?.split(':')[1]) : await client.zcard(stateKey);
       expect({ algorithm, stored }).toEqual({ algorithm, stored: 11 });
       expect(await client.pttl(stateKey)).toBeGreaterThan(0);
@@ -142,7 +142,7 @@ describe('overdrafts and script calls on Redis', () => {
     const p: RateLimitPolicy = { algorithm: 'sliding-log', limit: 10, window: '1h', name: 'many' };
     const reservations = await Promise.all([1, 2, 3, 4, 5].map(() => limiters[store].reserve(p, key, { cost: 1 })));
     for (const r of reservations) await r.settle(1_000);
-    expect(await client.zcard(`${PREFIX}:{${key}}:svc:many:sl`)).toBe(20);
+    expect(await client.zcard(`${PREFIX}:{by%3A${key}}:svc:many:sl`)).toBe(20);
   });
 
   it('settling two policies of one tracker is one script call', async () => {

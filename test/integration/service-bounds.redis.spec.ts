@@ -121,10 +121,10 @@ describe.each<StoreName>(['memory', 'redis'])('refund bounds (%s store)', (store
     const lease = (token: string) => ({ compiled, params: compiled.staticParams!, cost: 1, token });
     // Two leases with known tokens, taken as lease() takes them.
     for (const token of ['held', 'other'])
-      expect((await engine.decide(trackerKeyPrefix('rl', key), [lease(token)], 'consume')).allowed).toBe(true);
+      expect((await engine.decide(trackerKeyPrefix('rl', `by:${key}`), [lease(token)], 'consume')).allowed).toBe(true);
     expect((await service.peek(leases, key)).remaining).toBe(3);
     // Past the service's validation, straight to the store: the lease 'held', with an absurd cost.
-    const calls = engine.calls(trackerKeyPrefix('rl', key), [{ ...lease('held'), cost: 3_000_000 }]);
+    const calls = engine.calls(trackerKeyPrefix('rl', `by:${key}`), [{ ...lease('held'), cost: 3_000_000 }]);
     const started = performance.now();
     const pingMs = await pingDuring(engine.refund(calls));
     const ms = performance.now() - started;
@@ -133,7 +133,7 @@ describe.each<StoreName>(['memory', 'redis'])('refund bounds (%s store)', (store
     expect(ms).toBeLessThan(100);
     // Exactly the one lease was released: the other is still held.
     expect((await service.peek(leases, key)).remaining).toBe(4);
-    await engine.refund(engine.calls(trackerKeyPrefix('rl', key), [lease('other')]));
+    await engine.refund(engine.calls(trackerKeyPrefix('rl', `by:${key}`), [lease('other')]));
     expect((await service.peek(leases, key)).remaining).toBe(5);
   });
 });

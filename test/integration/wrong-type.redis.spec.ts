@@ -79,7 +79,7 @@ function expectNamesKey(error: Error, key: string, found: string, expected: stri
 
 describe.each(CASES)('$algorithm meets foreign data under its state key', ({ algorithm, tag, type }) => {
   const policy: RateLimitPolicy = { algorithm, limit: 3, window: 10_000 };
-  const stateKey = `${PREFIX}:{victim}:svc:default:${tag}`;
+  const stateKey = `${PREFIX}:{by%3Avictim}:svc:default:${tag}`;
   const foreignTypes = (['string', 'list', 'hash', 'zset'] as const).filter((t) => t !== type).map((t) => [t]);
 
   it('writes its state at the expected key (found by one consume and a SCAN)', async () => {
@@ -125,7 +125,7 @@ describe.each(CASES)('$algorithm meets foreign data under its state key', ({ alg
 
   it('a hash under its lockout key: the error names the lockout key', async () => {
     const blocking: RateLimitPolicy = { ...policy, blockFor: 1_000 };
-    const blockKey = `${PREFIX}:{victim}:svc:default:b`;
+    const blockKey = `${PREFIX}:{by%3Avictim}:svc:default:b`;
     await FOREIGN.hash(redis, blockKey);
     expectNamesKey(await rejection(limiter.consume(blocking, 'victim')), blockKey, 'hash', 'string');
   });
@@ -138,7 +138,7 @@ it('consumeAll names the one key that is foreign, not its neighbours', async () 
   ];
   expect((await limiter.consumeAll(policies, 'victim')).allowed).toBe(true);
   const keys = await scanKeys();
-  expect(keys).toStrictEqual([`${PREFIX}:{victim}:svc:g:g`, `${PREFIX}:{victim}:svc:s:sl`]);
+  expect(keys).toStrictEqual([`${PREFIX}:{by%3Avictim}:svc:g:g`, `${PREFIX}:{by%3Avictim}:svc:s:sl`]);
   await redis.del(keys[1]);
   await FOREIGN.string(redis, keys[1]);
   const error = await rejection(limiter.consumeAll(policies, 'victim'));
@@ -150,7 +150,7 @@ it('consumeAll names the one key that is foreign, not its neighbours', async () 
 
 it('in a batch (decisions of one tick share a call), only the decision that meets foreign data fails', async () => {
   const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: 10_000 };
-  const foreignKey = `${PREFIX}:{victim}:svc:default:f`;
+  const foreignKey = `${PREFIX}:{by%3Avictim}:svc:default:f`;
   await FOREIGN.list(redis, foreignKey);
   const outcomes = await Promise.allSettled(['a', 'victim', 'b', 'a'].map((tracker) => limiter.consume(policy, tracker)));
   expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);

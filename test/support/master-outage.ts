@@ -25,7 +25,10 @@ export async function slotOwners(probe: Redis): Promise<Map<number, number>> {
   return owners;
 }
 
-/** `perMaster` trackers (`client-<i>`, keyed under `prefix`) for each master port, found by CLUSTER KEYSLOT. */
+/**
+ * `perMaster` service keys (`client-<i>`, so the trackers `by:client-<i>`, keyed under `prefix`) for each master
+ * port, found by CLUSTER KEYSLOT.
+ */
 export async function trackersByMaster(
   probe: Redis,
   masters: readonly number[],
@@ -36,7 +39,7 @@ export async function trackersByMaster(
   const byMaster = new Map<number, string[]>(masters.map((port) => [port, []]));
   for (let i = 0; [...byMaster.values()].some((t) => t.length < perMaster); i++) {
     const tracker = `client-${i}`;
-    const group = byMaster.get(owners.get((await probe.cluster('KEYSLOT', trackerKeyPrefix(prefix, tracker))) as number)!)!;
+    const group = byMaster.get(owners.get((await probe.cluster('KEYSLOT', trackerKeyPrefix(prefix, `by:${tracker}`))) as number)!)!;
     if (group.length < perMaster) group.push(tracker);
   }
   return byMaster;
