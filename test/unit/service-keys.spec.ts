@@ -131,6 +131,13 @@ describe('resolveTracker: a by function value lives in the by: namespace', () =>
     await expect(resolveTracker('user', context, source, ips)).resolves.toBe('user:ann');
   });
 
+  it('keys a by value apart from the built-in tracker it spells, and bounded whatever its length', async () => {
+    expect(trackerKeyPrefix('rl', await resolve('ip:127.0.0.1'))).toBe('rl:{by%3Aip%3A127.0.0.1}:');
+    expect(trackerKeyPrefix('rl', ips.of('127.0.0.1'))).toBe('rl:{ip%3A127.0.0.1}:');
+    // Past 160 encoded characters the tracker is a SHA-256 digest in the key, as before the namespace.
+    expect(trackerKeyPrefix('rl', await resolve(`ip:127.0.0.1${'x'.repeat(1_000_000)}`))).toMatch(/^rl:\{#[A-Za-z0-9_-]{43}\}:$/);
+  });
+
   it('a by tracker is the same string as the service tracker of its value, and of by:<value>', async () => {
     for (const value of ['acme', 'tenant:7', 'x'.repeat(1_000), '{weird}\n😀']) {
       const tracker = await resolve(value);
