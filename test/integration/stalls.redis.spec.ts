@@ -23,7 +23,8 @@ import {
 import { blockLoop, stallAfterSending } from '../support/stall';
 import { serviceOver } from '../support/store-chain';
 
-const POLICY: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: '1m' };
+// A sliding log: exact, and no window boundary for a test to straddle.
+const POLICY: RateLimitPolicy = { algorithm: 'sliding-log', limit: 3, window: '1m' };
 const STALLS = [150, 300, 600];
 type Backend = 'memory' | 'redis' | 'cluster';
 
