@@ -1,6 +1,5 @@
-import { RateLimitWaitError } from '../errors/rate-limit-wait.error';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
-import { abortError, checkWaitOptions, shutdownError, tooLate } from './wait-errors';
+import { abortError, checkWaitOptions, lineFull, refuse, retryTooLate, shutdownError, slotTooLate, tooLate } from './wait-errors';
 import { CounterOutlook, type WaitPace } from './wait-outlook';
 
 export { paceOf, type WaitPace } from './wait-outlook';
@@ -38,12 +37,83 @@ interface Waiter {
   readonly onAbort: () => void;
   /** The head's store call is in flight: abort and shutdown wait for its answer, which may have taken quota. */
   asking: boolean;
+  /** In its queue's line (see {@link WaiterLine}). */
+  inLine: boolean;
+}
+
+/**
+ * The calls of one queue in order, with what a joining call needs kept as running totals: how many wait and
+ * the sum of their costs, so a join tells its soonest start in O(1) however long the line. The head leaves by
+ * moving an index (no `Array.shift` over thousands of calls); a call in the middle (an abort) by a flag, its
+ * slot skipped when the index reaches it. Empty slots are swept out once they outnumber the calls, so every
+ * removal costs O(1) amortized.
+ */
+class WaiterLine {
+  private slots: Waiter[] = [];
+  /** Index of the head: the slots before it are empty, the one at it is not (unless the line is). */
+  private first = 0;
+  /** Calls in line. */
+  size = 0;
+  /** The sum of their costs. */
+  units = 0;
+  /** Calls in line with a finite deadline: while there are none, no call can be past its deadline. */
+  bounded = 0;
+
+  get head(): Waiter | undefined {
+    return this.slots[this.first];
+  }
+
+  push(waiter: Waiter): void {
+    waiter.inLine = true;
+    this.slots.push(waiter);
+    this.count(waiter, 1);
+  }
+
+  /** Takes `waiter` out of line, wherever it stands (nothing when it is not in line). */
+  remove(waiter: Waiter): void {
+    if (!waiter.inLine) return;
+    waiter.inLine = false;
+    this.count(waiter, -1);
+    const { slots } = this;
+    while (this.first < slots.length && !slots[this.first].inLine) this.first++;
+    if (this.first === slots.length) {
+      this.slots = [];
+      this.first = 0;
+    } else if (slots.length - this.size > Math.max(this.size, 32)) {
+      this.retain(() => true);
+    }
+  }
+
+  /**
+   * Keeps, in order, the calls for which `keep` (told how many calls it kept before this one) returns true,
+   * and takes the others out of line. O(n): for what visits every call anyway (a prune, shutdown).
+   */
+  retain(keep: (waiter: Waiter, ahead: number) => boolean): void {
+    const kept: Waiter[] = [];
+    for (let i = this.first; i < this.slots.length; i++) {
+      const waiter = this.slots[i];
+      if (!waiter.inLine) continue;
+      if (keep(waiter, kept.length)) kept.push(waiter);
+      else {
+        waiter.inLine = false;
+        this.count(waiter, -1);
+      }
+    }
+    this.slots = kept;
+    this.first = 0;
+  }
+
+  private count(waiter: Waiter, sign: 1 | -1): void {
+    this.size += sign;
+    this.units += sign * waiter.turn.cost;
+    if (Number.isFinite(waiter.deadline)) this.bounded += sign;
+  }
 }
 
 /** The calls of this process waiting on one counter, first come first served: only the head asks the store. */
 interface Queue {
   readonly key: string;
-  readonly waiters: Waiter[];
+  readonly line: WaiterLine;
   readonly outlook: CounterOutlook;
   /** The head's sleep until its turn. */
   timer: NodeJS.Timeout | undefined;
@@ -69,17 +139,17 @@ export class RateLimitWaiters {
 
   /** Calls of this process waiting on `queueKey` (queued, asking the store, or sleeping until their turn). */
   waiting(queueKey: string): number {
-    return this.queues.get(queueKey)?.waiters.length ?? 0;
+    return this.queues.get(queueKey)?.line.size ?? 0;
   }
 
   /** Waits for the turn's quota (see the class); resolves with the admitting decision. */
   acquire(turn: AcquireTurn, options: WaitOptions): Promise<RateLimitDecision> {
     const { maxWaitMs = Infinity, maxWaiters = this.defaultMaxWaiters, signal } = options;
     checkWaitOptions(maxWaitMs, maxWaiters);
-    if (signal?.aborted) return Promise.reject(abortError());
+    if (signal?.aborted) return refuse(abortError());
     const found = this.queues.get(turn.queueKey);
     const refused = found && this.refusal(found, turn, maxWaitMs, maxWaiters);
-    if (refused) return Promise.reject(refused);
+    if (refused) return refuse(refused);
     const queue = found ?? this.open(turn.queueKey);
     return new Promise<RateLimitDecision>((resolve, reject) => {
       const waiter: Waiter = {
@@ -91,9 +161,11 @@ export class RateLimitWaiters {
         reject,
         onAbort: () => this.aborted(queue, waiter),
         asking: false,
+        inLine: false,
       };
       signal?.addEventListener('abort', waiter.onAbort, { once: true });
-      if (queue.waiters.push(waiter) === 1) this.serve(queue);
+      queue.line.push(waiter);
+      if (queue.line.size === 1) this.serve(queue);
     });
   }
 
@@ -106,37 +178,35 @@ export class RateLimitWaiters {
     for (const queue of [...this.queues.values()]) {
       clearTimeout(queue.timer);
       queue.timer = undefined;
-      for (const waiter of queue.waiters.splice(0)) {
-        if (waiter.asking) queue.waiters.push(waiter);
-        else this.settle(waiter, shutdownError(waiter.turn, 'wait'));
-      }
-      if (queue.waiters.length === 0) this.drop(queue);
+      queue.line.retain((waiter) => {
+        if (waiter.asking) return true;
+        this.settle(waiter, shutdownError(waiter.turn, 'wait'));
+        return false;
+      });
+      if (queue.line.size === 0) this.drop(queue);
     }
     for (const end of [...this.delays]) end();
   }
 
   private open(key: string): Queue {
-    const queue: Queue = { key, waiters: [], outlook: new CounterOutlook(), timer: undefined };
+    const queue: Queue = { key, line: new WaiterLine(), outlook: new CounterOutlook(), timer: undefined };
     this.queues.set(key, queue);
     return queue;
   }
 
-  /** Why a call cannot join `queue`: shutdown, a full queue, or a soonest start past its `maxWaitMs`. */
+  /**
+   * Why a call cannot join `queue`: shutdown, a full queue, or a soonest start past its `maxWaitMs`. O(1): the
+   * units between the head and the call are the line's running total less the head's cost.
+   */
   private refusal(queue: Queue, turn: AcquireTurn, maxWaitMs: number, maxWaiters: number): Error | undefined {
     if (this.shuttingDown) return shutdownError(turn, 'wait');
-    const { waiters } = queue;
+    const { line } = queue;
     const now = performance.now();
-    let units = turn.cost;
-    for (let i = 1; i < waiters.length; i++) units += waiters[i].turn.cost;
-    const start = queue.outlook.soonest(now, turn.cost, turn.pace, units, waiters[0]?.turn.cost ?? 0);
+    const headCost = line.head?.turn.cost ?? 0;
+    const start = queue.outlook.soonest(now, turn.cost, turn.pace, turn.cost + line.units - headCost, headCost);
     const wait = Math.ceil(start - now);
-    if (waiters.length >= maxWaiters) {
-      return new RateLimitWaitError(
-        `acquire: ${waiters.length} calls of this process already wait for '${turn.key}' under policy '${turn.policy}' (maxWaiters ${maxWaiters}).`,
-        wait,
-      );
-    }
-    return wait > maxWaitMs ? tooLate(turn, wait, maxWaitMs, waiters.length) : undefined;
+    if (line.size >= maxWaiters) return lineFull(turn, line.size, maxWaiters, wait);
+    return wait > maxWaitMs ? tooLate(turn, wait, maxWaitMs, line.size) : undefined;
   }
 
   /**
@@ -145,13 +215,13 @@ export class RateLimitWaiters {
    */
   private serve(queue: Queue, woke = false): void {
     let head: Waiter | undefined;
-    while ((head = queue.waiters[0])) {
+    while ((head = queue.line.head)) {
       const now = performance.now();
       const start = queue.outlook.soonest(now, head.turn.cost, head.turn.pace, 0, head.turn.cost);
       // Only a wait still to come turns a call away: one whose deadline passed while in line still asks, and
       // takes its turn if the store gives it now (as a call that never waited would).
       if (start <= head.deadline || start <= now) break;
-      queue.waiters.shift();
+      queue.line.remove(head);
       this.settle(head, tooLate(head.turn, Math.ceil(start - now), head.maxWaitMs, 0));
     }
     if (!head) return this.drop(queue);
@@ -180,7 +250,7 @@ export class RateLimitWaiters {
     const now = performance.now();
     if (decision.allowed) {
       queue.outlook.admitted();
-      queue.waiters.shift();
+      queue.line.remove(head);
       head.signal?.removeEventListener('abort', head.onAbort);
       this.admitted(head, decision, giveBack, now);
       // The next head asks at once: no extra sleep between two admissions.
@@ -189,7 +259,7 @@ export class RateLimitWaiters {
     }
     queue.outlook.rejected(now, head.turn.cost, decision);
     const refused = this.headRefusal(head, decision, now);
-    if (refused) return this.leave(queue, head, refused);
+    if (refused) return this.leave(queue, head, refused, true);
     this.prune(queue, now);
     this.sleep(queue, decision.retryAfterMs);
   }
@@ -199,35 +269,34 @@ export class RateLimitWaiters {
     const retry = decision.retryAfterMs;
     if (head.signal?.aborted) return abortError();
     if (this.shuttingDown) return shutdownError(head.turn, 'wait');
-    if (!Number.isFinite(retry)) {
-      return new RateLimitWaitError(`acquire: the cost can never fit policy '${decision.policy}' (limit ${decision.limit}).`, retry);
-    }
-    if (now + retry > head.deadline) {
-      return new RateLimitWaitError(
-        `acquire: '${head.turn.key}' would wait ${retry} ms for policy '${decision.policy}', more than maxWaitMs (${head.maxWaitMs} ms).`,
-        retry,
-      );
+    if (!Number.isFinite(retry) || now + retry > head.deadline) {
+      return retryTooLate(head.turn, decision.policy, decision.limit, retry, head.maxWaitMs);
     }
     return undefined;
   }
 
-  /** Rejects, at once, every call behind the head whose soonest start is past its deadline. */
+  /**
+   * Rejects, at once, every call behind the head whose soonest start is past its deadline. O(n) in the calls
+   * waiting, once per store answer that tells the head to wait (each call's start depends on the costs ahead
+   * of it); nothing while no call in line has a deadline (the default `maxWaitMs`), since none can be past it.
+   */
   private prune(queue: Queue, now: number): void {
-    const { waiters, outlook } = queue;
-    const headCost = waiters[0]?.turn.cost ?? 0;
+    const { line, outlook } = queue;
+    if (line.bounded === 0) return;
+    const head = line.head;
+    const headCost = head?.turn.cost ?? 0;
     let units = 0;
-    let kept = 1;
-    for (let i = 1; i < waiters.length; i++) {
-      const waiter = waiters[i];
-      const start = outlook.soonest(now, waiter.turn.cost, waiter.turn.pace, units + waiter.turn.cost, headCost);
+    line.retain((waiter, ahead) => {
+      if (waiter === head) return true;
+      const { turn } = waiter;
+      const start = outlook.soonest(now, turn.cost, turn.pace, units + turn.cost, headCost);
       if (start > waiter.deadline && start > now) {
-        this.settle(waiter, tooLate(waiter.turn, Math.ceil(start - now), waiter.maxWaitMs, kept));
-        continue;
+        this.settle(waiter, tooLate(turn, Math.ceil(start - now), waiter.maxWaitMs, ahead));
+        return false;
       }
-      units += waiter.turn.cost;
-      waiters[kept++] = waiter;
-    }
-    waiters.length = Math.min(waiters.length, kept);
+      units += turn.cost;
+      return true;
+    });
   }
 
   /** An admitted call proceeds, after its leaky-bucket delay when it has one that fits its deadline. */
@@ -239,8 +308,7 @@ export class RateLimitWaiters {
       // Its slot lies past the deadline: give it back rather than hold the call longer than it may wait. A
       // give-back that fails leaves the slot taken, which only errs on the strict side.
       giveBack().catch(() => undefined);
-      const message = `acquire: '${turn.key}' would wait ${delay} ms for its slot under policy '${turn.policy}', more than maxWaitMs (${waiter.maxWaitMs} ms); the slot was given back.`;
-      return waiter.reject(new RateLimitWaitError(message, delay));
+      return waiter.reject(slotTooLate(turn, delay, waiter.maxWaitMs));
     }
     if (this.shuttingDown) return waiter.reject(shutdownError(turn, 'delay'));
     const end = (error?: Error) => {
@@ -265,17 +333,23 @@ export class RateLimitWaiters {
     this.leave(queue, waiter, abortError());
   }
 
-  /** Takes `waiter` out of `queue` and rejects it; when it was the head, the next one is served. */
-  private leave(queue: Queue, waiter: Waiter, error: Error): void {
-    const index = queue.waiters.indexOf(waiter);
-    if (index >= 0) queue.waiters.splice(index, 1);
+  /**
+   * Takes `waiter` out of `queue` and rejects it; when it was the head, the next one is served. `told`: the
+   * counter has just answered the head, so what it said may turn away calls behind it.
+   */
+  private leave(queue: Queue, waiter: Waiter, error: Error, told = false): void {
+    const wasHead = queue.line.head === waiter;
+    queue.line.remove(waiter);
     this.settle(waiter, error);
-    if (index !== 0) return;
+    if (!wasHead) return;
     clearTimeout(queue.timer);
     queue.timer = undefined;
     queue.outlook.headLeft();
-    // What the counter said still binds the calls left: those it leaves past their deadline go now.
-    this.prune(queue, performance.now());
+    // What the counter said still binds the calls left: those it leaves past their deadline go now. Only a new
+    // answer can leave any: without a sleeping head a call's soonest start comes no later than it was at its
+    // join or at the last prune, both against what the counter had said then (an abort, or a store call that
+    // failed, tells nothing new). So a head that leaves for those costs O(1), not a prune.
+    if (told) this.prune(queue, performance.now());
     this.serve(queue);
   }
 

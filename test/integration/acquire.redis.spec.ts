@@ -1,7 +1,11 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { startRedis, type RedisProcess } from '../support/redis-server';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { RateLimitShutdownError, RateLimitWaitError } from '../../lib/errors/rate-limit-wait.error';
+import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
+import { serviceOver } from '../support/store-chain';
 
 const run = promisify(execFile);
 const ROOT = join(__dirname, '..', '..');
@@ -50,4 +54,50 @@ describe('acquire: processes sharing one partner quota through Redis', () => {
     const interval = WINDOW_MS / LIMIT;
     for (let i = 1; i < grants.length; i++) expect(grants[i] - grants[i - 1]).toBeGreaterThanOrEqual(interval - 1);
   }, 60_000);
+});
+
+describe('acquire: 10,000 calls in one turn on a spent quota in Redis', () => {
+  it('the first 1,000 (maxWaiters) wait and only their head asks Redis; the 9,000 after them are refused at once', async () => {
+    const client = await libraryClient(redis.url);
+    const { svc, store } = serviceOver({ redis: client, prefix: 'acq-burst' }, new RateLimitAlgorithmRegistry());
+    const slow: RateLimitPolicy = { algorithm: 'gcra', limit: 1, window: '10s', name: 'partner' };
+    try {
+      expect((await svc.consume(slow, 'partner-api')).allowed).toBe(true);
+      let consumes = 0;
+      const decide = store.decide.bind(store);
+      store.decide = (calls, mode) => {
+        if (mode === 'consume') consumes++;
+        return decide(calls, mode);
+      };
+      const outcomes: Array<[number, RateLimitWaitError | 'granted']> = [];
+      const calls = Array.from({ length: 10_000 }, (_, i) =>
+        svc.acquire(slow, 'partner-api').then(
+          () => void outcomes.push([i, 'granted']),
+          (error: RateLimitWaitError) => void outcomes.push([i, error]),
+        ),
+      );
+      // Every refusal is delivered before the head's answer can come back from Redis.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(outcomes.map(([i]) => i)).toEqual(Array.from({ length: 9_000 }, (_, i) => 1_000 + i));
+      const full = "acquire: 1000 calls of this process already wait for 'partner-api' under policy 'partner' (maxWaiters 1000).";
+      const unlike = outcomes.filter(
+        ([, error]) => !(error instanceof RateLimitWaitError) || error.message !== full || error.retryAfterMs !== 0,
+      );
+      expect(unlike).toEqual([]);
+      expect(new Set(outcomes.map(([, error]) => error)).size).toBe(9_000);
+      expect(svc.waiting(slow, 'partner-api')).toBe(1_000);
+      // The head's answer (retry in 10 s) leaves the 1,000 waiting, and no other call asked.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(svc.waiting(slow, 'partner-api')).toBe(1_000);
+      expect(consumes).toBe(1);
+      svc.beforeApplicationShutdown();
+      await Promise.all(calls);
+      const ended = outcomes.slice(9_000);
+      expect(ended.map(([i]) => i)).toEqual(Array.from({ length: 1_000 }, (_, i) => i));
+      expect(ended.every(([, error]) => error instanceof RateLimitShutdownError)).toBe(true);
+    } finally {
+      await store.close();
+      client.disconnect();
+    }
+  }, 30_000);
 });
