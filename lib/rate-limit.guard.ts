@@ -236,7 +236,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
    * giving it back there would erase real counts.
    */
   private settleOnEnd(context: ExecutionContext, call: RateLimitContextAdapter, plan: RoutePlan, outcome: RouteOutcome): void {
-    const heldSince = plan.leaseHold ? Date.now() : 0;
+    const heldSince = plan.leaseHold ? performance.now() : 0;
     // Only where the call's end is certain to be heard (an HTTP response always closes, a GraphQL operation's
     // too): a WebSocket or RPC call has no end signal, so its leases just expire after their window.
     const stopRenewing = plan.holdsLeases && call.hearsEnd ? this.heartbeats.keepRoute(plan, outcome) : undefined;
@@ -254,7 +254,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
           released ||= lease;
         }
       });
-      if (released) plan.leaseHold?.record(Date.now() - heldSince);
+      if (released) plan.leaseHold?.record(performance.now() - heldSince);
       if (calls.length > 0) this.engine.refund(calls).catch((error: unknown) => this.warnStore(error));
       if (plan.awaitsHandler) void this.settlements.settle(context, call, plan, outcome);
     }, plan.awaitsHandler);

@@ -477,3 +477,35 @@ describe('a busy process is not a failing store', () => {
     await store.close();
   });
 });
+
+describe('the host clock stepping back', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it('a 5 s backward step of Date.now during an outage leaves its 250 ms circuit window as it was', async () => {
+    const fake = new FakeStore();
+    const store = resilient(fake);
+    const calls = engineOver(store).calls(trackerKeyPrefix('rl', 'u'), [request(policy({ onStoreError: 'fail-closed' }))]);
+    fake.behaviour = 'fail';
+    await store.decide(calls, 'consume');
+    expect(store.decideSync(calls, 'consume')).toMatchObject({ allowed: false });
+    const realNow = Date.now.bind(Date);
+    jest.spyOn(Date, 'now').mockImplementation(() => realNow() - 5_000);
+    fake.behaviour = 'ok';
+    await sleep(300);
+    expect(store.decideSync(calls, 'consume')).toBeUndefined();
+    expect((await store.decide(calls, 'consume')).allowed).toBe(true);
+    expect(fake.decides).toBe(2);
+    await store.close();
+  });
+
+  it('a deadline fires though Date.now stands still 5 s in the past', async () => {
+    const fake = new FakeStore();
+    fake.behaviour = 'hang';
+    const store = resilient(fake);
+    const frozen = Date.now() - 5_000;
+    jest.spyOn(Date, 'now').mockImplementation(() => frozen);
+    const d = await engineOver(store, 'fail-closed').decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    expect(d.decisions[0]).toMatchObject({ allowed: false, reason: 'store-unavailable' });
+    await store.close();
+  });
+});
