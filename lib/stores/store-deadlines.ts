@@ -124,19 +124,19 @@ export class StoreDeadlines {
     const now = this.clock();
     const late = now - this.lastTick - this.every;
     this.lastTick = now;
-    this.sample(this.delays, this.delayCount++, Math.max(0, late));
-    if (late > 0) this.stalledMs += late;
-    const storeNow = now - this.stalledMs;
     this.dropSettled();
     const first = this.pending[this.head];
+    // Nothing in flight: a stall since the last call settled delayed no call, so it is neither counted nor reported.
     if (first === undefined) {
       this.stopTicker();
       return;
     }
+    this.sample(this.delays, this.delayCount++, Math.max(0, late));
+    if (late > 0) this.stalledMs += late;
     // Deadlines are all timeoutMs long, so entries are in deadline order. Fail only after the poll phase.
-    if (first.deadline <= storeNow && !this.expiring) {
+    if (first.deadline <= now - this.stalledMs && !this.expiring) {
       this.expiring = true;
-      setImmediate(() => this.expire(storeNow));
+      setImmediate(() => this.expire(now - this.stalledMs));
     }
   }
 
