@@ -149,7 +149,10 @@ export class ResilientStore implements RateLimitStore {
     return this.deadlines.timings();
   }
 
-  /** The primary store's `ready`; when it is not, warns (naming the store and the cause) and starts an outage. */
+  /**
+   * The primary store's `ready`; when it is, logs how long a `PING` took and what the deadline counts; when it
+   * is not, warns (naming the store and the cause) and starts an outage.
+   */
   async ready(timeoutMs: number): Promise<boolean> {
     const started = this.clock();
     const ready = (await this.primary.ready?.(timeoutMs)) ?? true;
@@ -157,6 +160,17 @@ export class ResilientStore implements RateLimitStore {
       this.downSince ??= started;
       const line = this.unavailable(new RateLimitStoreError(`not connected after ${timeoutMs} ms`));
       this.warn(`${line}. Starting anyway; deciding with each policy's onStoreError until it answers.`, this.clock());
+    } else if (this.primary.ping) {
+      await this.ping().then(
+        () => {
+          const { storeLatencyMs, eventLoopDelayMs } = this.deadlines.timings();
+          this.logger.log(
+            `${this.options.name ?? 'The rate-limit store'} answered PING in ${storeLatencyMs.max} ms (event-loop delay ${eventLoopDelayMs.max} ms); ` +
+              `a decision waits up to storeTimeoutMs (${this.options.timeoutMs} ms) of its time, this process's own stalls not counted.`,
+          );
+        },
+        () => undefined, // the first decisions will say why, through the usual outage line
+      );
     }
     return ready;
   }

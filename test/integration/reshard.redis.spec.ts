@@ -38,10 +38,10 @@ afterAll(async () => {
 /** The master serving each slot (`host:port`), from `CLUSTER SLOTS` of a node. */
 async function slotOwners(port: number): Promise<string[]> {
   const admin = new Redis({ port });
-  const ranges = (await admin.cluster('SLOTS')) as Array<[number, number, [string, number]]>;
+  const ranges = await admin.cluster('SLOTS');
   admin.disconnect();
   const owners: string[] = [];
-  for (const [from, to, [host, masterPort]] of ranges) for (let slot = from; slot <= to; slot++) owners[slot] = `${host}:${masterPort}`;
+  for (const [from, to, master] of ranges) for (let slot = from; slot <= to; slot++) owners[slot] = `${master[0]}:${master[1]}`;
   return owners;
 }
 

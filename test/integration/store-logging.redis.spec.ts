@@ -103,6 +103,13 @@ function userClient(url: string): Redis {
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const ping = (app: INestApplication) => request(app.getHttpServer()).get('/ping');
+/** The startup line of a store that answered: its PING time and what the deadline counts. */
+const answered = (name: string) =>
+  expect.stringMatching(
+    new RegExp(
+      `^${escape(name)} answered PING in [\\d.]+ ms \\(event-loop delay [\\d.]+ ms\\); a decision waits up to storeTimeoutMs \\(\\d+ ms\\) of its time, this process's own stalls not counted\\.$`,
+    ),
+  );
 
 /** GETs /ping every 20 ms until it answers `status`; fails after `limitMs`. */
 async function until(app: INestApplication, status: number, limitMs: number): Promise<void> {
@@ -123,7 +130,10 @@ describe('the startup line names the store', () => {
   it('Redis from a URL with a password: host:port, and the password nowhere', async () => {
     const redis = await passwordServer();
     const app = await boot({ redis: `redis://default:${PASSWORD}@127.0.0.1:${redis.port}` });
-    expect(logged('log')).toEqual([`Rate limits are kept in Redis at 127.0.0.1:${redis.port}.`]);
+    expect(logged('log')).toEqual([
+      `Rate limits are kept in Redis at 127.0.0.1:${redis.port}.`,
+      answered(`Redis at 127.0.0.1:${redis.port}`),
+    ]);
     expect(logged('warn')).toEqual([]);
     // Decided by Redis: a fallback would leave all 1,000 (and send no RateLimit member at all).
     const { res, before, after } = await timed(() => ping(app));
@@ -137,14 +147,20 @@ describe('the startup line names the store', () => {
   it('Redis from ioredis options', async () => {
     const redis = await passwordServer();
     await boot({ redis: { host: '127.0.0.1', port: redis.port, password: PASSWORD } });
-    expect(logged('log')).toEqual([`Rate limits are kept in Redis at 127.0.0.1:${redis.port}.`]);
+    expect(logged('log')).toEqual([
+      `Rate limits are kept in Redis at 127.0.0.1:${redis.port}.`,
+      answered(`Redis at 127.0.0.1:${redis.port}`),
+    ]);
     expect(logged('warn')).toEqual([]);
   });
 
   it('Redis from a client passed in', async () => {
     const redis = await server();
     await boot({ redis: userClient(redis.url) });
-    expect(logged('log')).toEqual([`Rate limits are kept in Redis at 127.0.0.1:${redis.port}.`]);
+    expect(logged('log')).toEqual([
+      `Rate limits are kept in Redis at 127.0.0.1:${redis.port}.`,
+      answered(`Redis at 127.0.0.1:${redis.port}`),
+    ]);
     expect(logged('warn')).toEqual([]);
   });
 
@@ -155,7 +171,7 @@ describe('the startup line names the store', () => {
       clients.push(client);
       await boot({ redis: client });
       const nodes = cluster.nodes.map((n) => `127.0.0.1:${n.port}`).join(', ');
-      expect(logged('log')).toEqual([`Rate limits are kept in Redis Cluster (${nodes}).`]);
+      expect(logged('log')).toEqual([`Rate limits are kept in Redis Cluster (${nodes}).`, answered(`Redis Cluster (${nodes})`)]);
       expect(logged('warn')).toEqual([]);
     } finally {
       for (const app of apps.splice(0)) await app.close();
@@ -170,6 +186,7 @@ describe('the startup line names the store', () => {
       const app = await boot({ redis: { sentinels: sentinel.sentinelAddresses, name: sentinel.name } });
       expect(logged('log')).toEqual([
         `Rate limits are kept in Redis Sentinel master "limits" via 127.0.0.1:${sentinel.sentinels[0].port}.`,
+        answered(`Redis Sentinel master "limits" via 127.0.0.1:${sentinel.sentinels[0].port}`),
       ]);
       expect(logged('warn')).toEqual([]);
       // Decided by the master the sentinel named: a fallback would leave all 1,000.
@@ -183,7 +200,10 @@ describe('the startup line names the store', () => {
   it('Redis over TLS, given the CA of its certificate', async () => {
     const redis = await tlsServer();
     const app = await boot({ redis: { host: '127.0.0.1', port: redis.tlsPort, tls: { ca: redis.certificate } } });
-    expect(logged('log')).toEqual([`Rate limits are kept in Redis at 127.0.0.1:${redis.tlsPort}.`]);
+    expect(logged('log')).toEqual([
+      `Rate limits are kept in Redis at 127.0.0.1:${redis.tlsPort}.`,
+      answered(`Redis at 127.0.0.1:${redis.tlsPort}`),
+    ]);
     expect(logged('warn')).toEqual([]);
     expect((await ping(app)).headers['ratelimit']).toMatch(/^"default";r=999;t=\d+$/);
   });
@@ -310,8 +330,9 @@ describe('recovery is logged once per outage', () => {
     await until(app, 200, 5_000);
     for (let i = 0; i < 5; i++) expect((await ping(app)).status).toBe(200);
     const log = logged('log');
-    expect(log).toHaveLength(2);
-    expect(log[1]).toMatch(recovered(redis.port));
+    expect(log).toHaveLength(3);
+    expect(log[1]).toEqual(answered(`Redis at 127.0.0.1:${redis.port}`));
+    expect(log[2]).toMatch(recovered(redis.port));
   });
 
   it('a client passed in: a lost connection, twice (one line per reported outage)', async () => {
@@ -323,9 +344,10 @@ describe('recovery is logged once per outage', () => {
     expect(logged('warn').length).toBeGreaterThanOrEqual(2);
     expect(logged('warn').every((w) => w.startsWith(`Redis at 127.0.0.1:${redis.port} is not reachable: `))).toBe(true);
     const log = logged('log');
-    expect(log).toHaveLength(3);
-    expect(log[1]).toMatch(recovered(redis.port));
+    expect(log).toHaveLength(4);
+    expect(log[1]).toEqual(answered(`Redis at 127.0.0.1:${redis.port}`));
     expect(log[2]).toMatch(recovered(redis.port));
+    expect(log[3]).toMatch(recovered(redis.port));
   });
 
   it('a connection never established at startup', async () => {
