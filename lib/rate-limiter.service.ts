@@ -21,6 +21,7 @@ import { leaseOf } from './service/lease';
 import type { AcquireOptions, ConsumeOptions, MultiDecision, RateLimitLease, WrapFetchOptions } from './interfaces/service.interface';
 import { PolicyCache } from './utils/policy-cache';
 import { paceOf, RateLimitWaiters, type AcquireTurn } from './service/waiters';
+import { AcquireTurns } from './service/acquire-turns';
 import { DEFAULT_MAX_PAUSE_MS, pauseAskedMs, type PartnerPauseOptions, type PartnerResponse } from './service/partner-response';
 import { obeyPartner, PartnerPauseFailures } from './service/partner-fetch';
 
@@ -52,6 +53,8 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   private closed = false;
   /** Each recent key's key prefix (`<prefix>:{<tracker>}:`), the key read as {@link serviceTracker} reads it. */
   private readonly trackerPrefixes: StringMemo<string>;
+  /** The turns of recent `acquire` calls, shared by the calls on one policy + key + cost. */
+  private readonly turns = new AcquireTurns((compiled, key, cost) => this.newTurn(compiled, key, cost));
 
   constructor(
     private readonly engine: RateLimitEngine,
@@ -219,8 +222,14 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * for the calls ahead of it), when the line is full, or when `signal` aborts. With `leaky-bucket` the slot
    * is reserved at once and the call waits exactly its `delayMs` (a slot past `maxWaitMs` is given back).
    */
-  async acquire(policy: RateLimitPolicy, key: string, options: AcquireOptions = {}): Promise<RateLimitDecision> {
-    return this.waiters.acquire(this.turn(policy, key, options.cost), options);
+  acquire(policy: RateLimitPolicy, key: string, options: AcquireOptions = {}): Promise<RateLimitDecision> {
+    // Not async: a burst refuses thousands of calls in one turn, and the waiters' own promise is all they need.
+    // Bad input still rejects the promise, as it would from an async method.
+    try {
+      return this.waiters.acquire(this.turn(policy, key, options.cost), options);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
   }
 
   /** Calls of this process waiting in `acquire` for `key` under `policy` now (for metrics and health checks). */
@@ -344,11 +353,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   }
 
   private trackerPrefix(key: string): string {
-    if (typeof key !== 'string' || key.length === 0) {
-      throw new RateLimitConfigError(
-        `key: ${describeValue(key)} must be a non-empty string ('ip:<address>', 'user:<id>', or what a by function returns).`,
-      );
-    }
+    assertKey(key);
     return this.trackerPrefixes.get(key);
   }
 
@@ -367,16 +372,26 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     }
   }
 
-  /** One `acquire` call for the waiters: its counter, its pace, and the store decision that takes its quota. */
+  /**
+   * One `acquire` call's turn for the waiters, checked as every call is (key, shutdown, policy, cost), and
+   * shared by the calls on the same policy + key + cost (see {@link AcquireTurns}).
+   */
   private turn(policy: RateLimitPolicy, key: string, cost: number | undefined): AcquireTurn {
+    assertKey(key);
+    const compiled = this.staticPolicy(policy);
+    return this.turns.get(compiled, key, this.units(compiled, cost));
+  }
+
+  /** A turn: its counter, its pace, and the store decision that takes its quota. */
+  private newTurn(compiled: CompiledPolicy, key: string, cost: number): AcquireTurn {
     const prefix = this.trackerPrefix(key);
-    const request = this.request(policy, cost);
-    const { compiled, params } = request;
+    const params = compiled.staticParams!;
+    const request: PolicyRequest = { compiled, params, cost };
     return {
       queueKey: this.engine.calls(prefix, [{ ...request, token: '' }])[0].stateKey,
       key,
       policy: compiled.name,
-      cost: request.cost,
+      cost,
       pace: paceOf(compiled.algorithm.name, params.limit, params.windowMs),
       take: async () => {
         const { decisions, calls } = await this.engine.decide(prefix, [request], 'consume');
@@ -414,6 +429,12 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   }
 
   private request(policy: RateLimitPolicy, cost: number | undefined): PolicyRequest {
+    const compiled = this.staticPolicy(policy);
+    return { compiled, params: compiled.staticParams!, cost: this.units(compiled, cost) };
+  }
+
+  /** `policy` compiled, once the module is known to be open; it must have numbers for its limit and window. */
+  private staticPolicy(policy: RateLimitPolicy): CompiledPolicy {
     this.assertOpen();
     const compiled = this.compile(policy);
     if (!compiled.staticParams) {
@@ -421,13 +442,18 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
         `RateLimiterService: policy '${compiled.name}' computes its limit or window from the request context, which a programmatic call does not have; pass numbers.`,
       );
     }
+    return compiled;
+  }
+
+  /** The units a call takes: its `cost`, or the policy's own. */
+  private units(compiled: CompiledPolicy, cost: number | undefined): number {
     const units = cost === undefined ? compiled.staticCost : validCost(cost, 'cost');
     if (units === undefined) {
       throw new RateLimitConfigError(
         `RateLimiterService: policy '${compiled.name}' computes its cost from the request context; pass { cost } to the call.`,
       );
     }
-    return { compiled, params: compiled.staticParams, cost: units };
+    return units;
   }
 
   private compile(policy: RateLimitPolicy): CompiledPolicy {
@@ -438,6 +464,15 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
 /** `maxPause` in ms (see {@link PartnerPauseOptions}). */
 function maxPauseMs(maxPause: Duration | undefined): number {
   return maxPause === undefined ? DEFAULT_MAX_PAUSE_MS : parseDuration(maxPause, 'maxPause');
+}
+
+/** A service call's `key`: a non-empty string. */
+function assertKey(key: string): void {
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new RateLimitConfigError(
+      `key: ${describeValue(key)} must be a non-empty string ('ip:<address>', 'user:<id>', or what a by function returns).`,
+    );
+  }
 }
 
 function firstDecision(result: EngineDecision): RateLimitDecision {

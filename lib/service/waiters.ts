@@ -1,5 +1,5 @@
 import type { RateLimitDecision } from '../interfaces/decision.interface';
-import { abortError, checkWaitOptions, lineFull, refuse, retryTooLate, shutdownError, slotTooLate, tooLate } from './wait-errors';
+import { abortError, checkWaitOptions, retryTooLate, shutdownError, slotTooLate, WaitRefusals } from './wait-errors';
 import { CounterOutlook, type WaitPace } from './wait-outlook';
 
 export { paceOf, type WaitPace } from './wait-outlook';
@@ -34,7 +34,8 @@ interface Waiter {
   readonly signal: AbortSignal | undefined;
   readonly resolve: (decision: RateLimitDecision) => void;
   readonly reject: (error: Error) => void;
-  readonly onAbort: () => void;
+  /** Its signal's listener (none without a signal). */
+  onAbort: (() => void) | undefined;
   /** The head's store call is in flight: abort and shutdown wait for its answer, which may have taken quota. */
   asking: boolean;
   /** In its queue's line (see {@link WaiterLine}). */
@@ -134,6 +135,7 @@ export class RateLimitWaiters {
   /** Leaky-bucket delays of admitted calls, each as the function that ends it at shutdown. */
   private readonly delays = new Set<() => void>();
   private shuttingDown = false;
+  private readonly refusals = new WaitRefusals();
 
   constructor(private readonly defaultMaxWaiters = DEFAULT_MAX_WAITERS) {}
 
@@ -146,10 +148,10 @@ export class RateLimitWaiters {
   acquire(turn: AcquireTurn, options: WaitOptions): Promise<RateLimitDecision> {
     const { maxWaitMs = Infinity, maxWaiters = this.defaultMaxWaiters, signal } = options;
     checkWaitOptions(maxWaitMs, maxWaiters);
-    if (signal?.aborted) return refuse(abortError());
+    if (signal?.aborted) return this.refusals.refuse(abortError());
     const found = this.queues.get(turn.queueKey);
     const refused = found && this.refusal(found, turn, maxWaitMs, maxWaiters);
-    if (refused) return refuse(refused);
+    if (refused) return this.refusals.refuse(refused);
     const queue = found ?? this.open(turn.queueKey);
     return new Promise<RateLimitDecision>((resolve, reject) => {
       const waiter: Waiter = {
@@ -159,11 +161,14 @@ export class RateLimitWaiters {
         signal,
         resolve,
         reject,
-        onAbort: () => this.aborted(queue, waiter),
+        onAbort: undefined,
         asking: false,
         inLine: false,
       };
-      signal?.addEventListener('abort', waiter.onAbort, { once: true });
+      if (signal) {
+        waiter.onAbort = () => this.aborted(queue, waiter);
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
       queue.line.push(waiter);
       if (queue.line.size === 1) this.serve(queue);
     });
@@ -205,8 +210,8 @@ export class RateLimitWaiters {
     const headCost = line.head?.turn.cost ?? 0;
     const start = queue.outlook.soonest(now, turn.cost, turn.pace, turn.cost + line.units - headCost, headCost);
     const wait = Math.ceil(start - now);
-    if (line.size >= maxWaiters) return lineFull(turn, line.size, maxWaiters, wait);
-    return wait > maxWaitMs ? tooLate(turn, wait, maxWaitMs, line.size) : undefined;
+    if (line.size >= maxWaiters) return this.refusals.lineFull(turn, line.size, maxWaiters, wait);
+    return wait > maxWaitMs ? this.refusals.tooLate(turn, wait, maxWaitMs, line.size) : undefined;
   }
 
   /**
@@ -222,7 +227,7 @@ export class RateLimitWaiters {
       // takes its turn if the store gives it now (as a call that never waited would).
       if (start <= head.deadline || start <= now) break;
       queue.line.remove(head);
-      this.settle(head, tooLate(head.turn, Math.ceil(start - now), head.maxWaitMs, 0));
+      this.settle(head, this.refusals.tooLate(head.turn, Math.ceil(start - now), head.maxWaitMs, 0));
     }
     if (!head) return this.drop(queue);
     const until = woke ? 0 : queue.outlook.sleepUntil(head.turn.cost, performance.now());
@@ -251,7 +256,7 @@ export class RateLimitWaiters {
     if (decision.allowed) {
       queue.outlook.admitted();
       queue.line.remove(head);
-      head.signal?.removeEventListener('abort', head.onAbort);
+      unlisten(head);
       this.admitted(head, decision, giveBack, now);
       // The next head asks at once: no extra sleep between two admissions.
       this.serve(queue);
@@ -291,7 +296,7 @@ export class RateLimitWaiters {
       const { turn } = waiter;
       const start = outlook.soonest(now, turn.cost, turn.pace, units + turn.cost, headCost);
       if (start > waiter.deadline && start > now) {
-        this.settle(waiter, tooLate(turn, Math.ceil(start - now), waiter.maxWaitMs, ahead));
+        this.settle(waiter, this.refusals.tooLate(turn, Math.ceil(start - now), waiter.maxWaitMs, ahead));
         return false;
       }
       units += turn.cost;
@@ -355,7 +360,7 @@ export class RateLimitWaiters {
 
   /** Rejects a call that has left its queue. */
   private settle(waiter: Waiter, error: Error): void {
-    waiter.signal?.removeEventListener('abort', waiter.onAbort);
+    unlisten(waiter);
     waiter.reject(error);
   }
 
@@ -364,4 +369,9 @@ export class RateLimitWaiters {
     queue.timer = undefined;
     if (this.queues.get(queue.key) === queue) this.queues.delete(queue.key);
   }
+}
+
+/** Removes a call's abort listener, when it has one. */
+function unlisten(waiter: Waiter): void {
+  if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
 }

@@ -195,6 +195,58 @@ describe('acquire: bounded, and nothing left behind', () => {
     );
   });
 
+  it('bad input and a closed module reject the returned promise (acquire never throws), with the messages of every method', async () => {
+    const { limiter } = setup();
+    const outcome = (make: () => Promise<unknown>) => {
+      let promise: Promise<unknown> | undefined;
+      expect(() => (promise = make())).not.toThrow();
+      return promise!.then(
+        () => 'granted',
+        (e: Error) => `${e.name}: ${e.message}`,
+      );
+    };
+    const config = 'RateLimitConfigError: RateLimiterService: policy ';
+    expect(
+      await Promise.all([
+        outcome(() => limiter.acquire(GCRA, '')),
+        outcome(() => limiter.acquire(GCRA, 'k', { cost: 1.5 })),
+        outcome(() => limiter.acquire({ ...GCRA, limit: () => 2 }, 'k')),
+        outcome(() => limiter.acquire({ ...GCRA, cost: () => 2 }, 'k')),
+        outcome(() => limiter.acquire({ ...GCRA, limit: 0 }, 'k')),
+        outcome(() => limiter.acquire(GCRA, 'k', null as unknown as AcquireOptions)),
+      ]),
+    ).toEqual([
+      `RateLimitConfigError: key: "" must be a non-empty string ('ip:<address>', 'user:<id>', or what a by function returns).`,
+      'RateLimitConfigError: cost: 1.5 must be a whole number of units ≥ 0.',
+      `${config}'partner' computes its limit or window from the request context, which a programmatic call does not have; pass numbers.`,
+      `${config}'partner' computes its cost from the request context; pass { cost } to the call.`,
+      'RateLimitConfigError: RateLimiterService: limit: 0 must be a whole number ≥ 1.',
+      "TypeError: Cannot read properties of null (reading 'cost')",
+    ]);
+    limiter.onApplicationShutdown();
+    expect(await outcome(() => limiter.acquire(GCRA, 'k'))).toBe(
+      'RateLimitShutdownError: RateLimiterService: the application is shutting down; the rate-limit store is closed, so nothing is decided.',
+    );
+  });
+
+  it('calls on one policy + key share what they derive, yet each takes its own cost, under the policy as it is at the call', async () => {
+    const { call, log } = setup();
+    const policy = { algorithm: 'gcra', limit: 2, window: '1s', name: 'first' } satisfies RateLimitPolicy;
+    const calls = [call('a', policy, { cost: 2 }), call('b', policy)];
+    await jest.advanceTimersByTimeAsync(0);
+    // The same object, another name: another counter, with its whole quota.
+    policy.name = 'second';
+    calls.push(call('c', policy, { cost: 2 }), call('d', policy, { cost: 2 }));
+    await jest.advanceTimersByTimeAsync(1_000);
+    await Promise.all(calls);
+    expect(log).toEqual([
+      ['a', 0, 'granted'],
+      ['c', 0, 'granted'],
+      ['b', 500, 'granted'],
+      ['d', 1_000, 'granted'],
+    ]);
+  });
+
   it('abort: a queued call and the sleeping head leave at once; no listener, timer or entry is left', async () => {
     const { call, log, limiter, consumes } = setup();
     await Promise.all([call('a', GCRA), call('b', GCRA)]);
