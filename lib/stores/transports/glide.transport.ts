@@ -13,7 +13,8 @@ interface GlideModule {
  * first key. GLIDE keeps each script's code in native memory until it is released: one `Script` per script,
  * released on `close()`. Every call is also bounded by the client's own `requestTimeout` (250 ms by default).
  *
- * GLIDE exposes no slot map, so a GLIDE cluster has one store-error circuit for all its masters.
+ * GLIDE exposes no slot map, so a GLIDE cluster has one store-error circuit for all its masters (it opens only
+ * when no master answered a later call: see ResilientStore).
  */
 export class GlideTransport implements RedisScriptTransport {
   readonly clientName = 'Valkey GLIDE';
