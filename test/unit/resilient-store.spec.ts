@@ -409,6 +409,15 @@ class ManualStore implements RateLimitStore {
   close = async (): Promise<void> => undefined;
 }
 
+/** A fail-closed engine over a {@link ManualStore}, deciding one policy for one tracker. */
+function overManual(options: Partial<ResilientStoreOptions> = {}) {
+  const manual = new ManualStore();
+  const store = resilient(manual as unknown as FakeStore, options);
+  const engine = engineOver(store, 'fail-closed');
+  const decide = () => engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+  return { manual, store, decide };
+}
+
 describe('a busy process is not a failing store', () => {
   it('an answer that arrives after a 600 ms stall of this process is the decision (the stall is not store time)', async () => {
     let now = 1_000_000;
@@ -426,10 +435,7 @@ describe('a busy process is not a failing store', () => {
   });
 
   it('a call that misses its deadline while later calls are answered falls back alone: the circuit stays closed', async () => {
-    const manual = new ManualStore();
-    const store = resilient(manual as unknown as FakeStore);
-    const engine = engineOver(store, 'fail-closed');
-    const decide = () => engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    const { manual, store, decide } = overManual();
     const debug = jest.spyOn(Logger.prototype, 'debug').mockImplementation(() => undefined);
     const slow = decide();
     await sleep(20);
@@ -448,12 +454,10 @@ describe('a busy process is not a failing store', () => {
   });
 
   it("a decision's own failure (outage: false) falls back alone, is logged once per cause, and opens no circuit", async () => {
-    const manual = new ManualStore();
     const errors: Error[] = [];
-    const store = resilient(manual as unknown as FakeStore, { onError: (e) => errors.push(e) });
-    const engine = engineOver(store, 'fail-closed');
+    const { manual, store, decide } = overManual({ onError: (e) => errors.push(e) });
     for (let i = 0; i < 5; i++) {
-      const pending = engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+      const pending = decide();
       manual.asked[i].fail(new RateLimitStoreError(`calendar window: the store's clock (${i}) is off`, { outage: false }));
       expect((await pending).decisions[0]).toMatchObject({ allowed: false, reason: 'store-unavailable' });
     }
@@ -465,10 +469,7 @@ describe('a busy process is not a failing store', () => {
   });
 
   it('an outage with no later answer opens the circuit', async () => {
-    const manual = new ManualStore();
-    const store = resilient(manual as unknown as FakeStore);
-    const engine = engineOver(store, 'fail-closed');
-    const decide = () => engine.decide(trackerKeyPrefix('rl', 'u'), [request(policy())], 'consume');
+    const { manual, store, decide } = overManual();
     const first = decide();
     manual.asked[0].fail(new Error('Connection is closed.'));
     expect((await first).decisions[0]).toMatchObject({ allowed: false, reason: 'store-unavailable' });
