@@ -5,7 +5,7 @@ import { RateLimitConfigError, RateLimiterService, SkipRateLimit } from '../lib'
 const ADMIN_TOKEN = 'demo-admin';
 
 interface DenyBody {
-  /** A tracker as the policies resolve it: `ip:203.0.113.7`, `account:ann`, an API key… */
+  /** A tracker: `ip:203.0.113.7`, or a value a `by` function returns (`account:ann`, an API key…; `by:…` names it explicitly). */
   tracker?: string;
   minutes?: number;
   reason?: string;
