@@ -4,7 +4,8 @@ import { RateLimitContexts } from './contexts/create-context';
 import type { RateLimitContextAdapter, RateLimitRejection } from './contexts/rate-limit-context';
 import { HttpExchange } from './http/http-exchange';
 import { problemRejection, problemUnavailable } from './http/problem-details';
-import { retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
+import { headerProfile, type RateLimitHeaderProfile } from './http/header-profiles';
+import { isViolated, retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
 import { IpTrackers } from './http/tracker';
 import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitDecision } from './interfaces/decision.interface';
@@ -49,6 +50,8 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   /** Renews the `concurrency` leases of HTTP calls whose work is still running. */
   private readonly heartbeats: LeaseHeartbeats;
   private readonly storeFailure = new IntervalWarning('RateLimitGuard');
+  /** How the `RateLimit` field reads (module option `headerProfile`). */
+  private readonly profile: RateLimitHeaderProfile;
   /** Per plan, the policies its headers show when some are hidden (null: all are); see shownPolicies. */
   private readonly shown = new WeakMap<RoutePlan, number[] | null>();
   /** `ignoreUserAgents` without the `g` and `y` flags (which make `test` stateful); `undefined` when empty. */
@@ -64,7 +67,8 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   ) {
     this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
-    this.contexts = new RateLimitContexts(options);
+    this.profile = headerProfile(options.headerProfile);
+    this.contexts = new RateLimitContexts(options, this.profile);
     this.deadlines = new UserFunctionDeadlines(options.userFunctionTimeoutMs ?? DEFAULT_USER_FUNCTION_TIMEOUT_MS);
     this.settlements = new RouteSettlements(engine, this.deadlines);
     this.heartbeats = new LeaseHeartbeats(engine.store);
@@ -169,15 +173,19 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     const mode = this.options.headers ?? 'ietf';
     if (mode === 'none') return;
     const shown = this.shownPolicies(plan);
-    if (shown === undefined) return writeRateLimitHeaders(caller, mode, outcome.policyHeader, outcome.decisions);
+    const { profile } = this;
+    if (shown === undefined) {
+      const { policyHeader, decisions, calls: policies } = outcome;
+      return writeRateLimitHeaders(caller, { mode, profile, policyHeader, decisions, policies });
+    }
     if (shown.length === 0) return;
-    const policyHeader = shown.map((i) => plan.policies[i].member(outcome.calls[i].params)).join(', ');
-    writeRateLimitHeaders(
-      caller,
+    writeRateLimitHeaders(caller, {
       mode,
-      policyHeader,
-      shown.map((i) => outcome.decisions[i]),
-    );
+      profile,
+      policyHeader: shown.map((i) => plan.policies[i].member(outcome.calls[i].params)).join(', '),
+      decisions: shown.map((i) => outcome.decisions[i]),
+      policies: shown.map((i) => outcome.calls[i]),
+    });
   }
 
   /**
@@ -202,7 +210,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     if (decisions.some((d, i) => failedClosed(d, calls[i]))) {
       return this.problemDetails(call) ? problemUnavailable(call) : call.unavailable();
     }
-    const rejecting = decisions.filter((d) => !d.allowed && d.reason !== 'shadow');
+    const rejecting = decisions.filter(isViolated);
     const retryAfter = retryAfterSeconds(rejecting);
     const { errorMessage = 'Too Many Requests' } = this.options;
     const message = typeof errorMessage === 'function' ? errorMessage(context, decisions) : errorMessage;

@@ -1,4 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
+import type { RateLimitHeaderProfile } from '../http/header-profiles';
 import { RATE_LIMIT_CONTEXT_TYPES, type RateLimitContextType, type RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { GraphqlRateLimitContext } from './graphql.context';
 import { HttpRateLimitContext } from './http.context';
@@ -6,12 +7,13 @@ import type { RateLimitContextAdapter } from './rate-limit-context';
 import { RpcRateLimitContext } from './rpc.context';
 import { WsRateLimitContext } from './ws.context';
 
-const ADAPTERS: Record<RateLimitContextType, new (context: ExecutionContext) => RateLimitContextAdapter> = {
-  http: HttpRateLimitContext,
-  graphql: GraphqlRateLimitContext,
-  ws: WsRateLimitContext,
-  rpc: RpcRateLimitContext,
-};
+const ADAPTERS: Record<RateLimitContextType, new (context: ExecutionContext, profile: RateLimitHeaderProfile) => RateLimitContextAdapter> =
+  {
+    http: HttpRateLimitContext,
+    graphql: GraphqlRateLimitContext,
+    ws: WsRateLimitContext,
+    rpc: RpcRateLimitContext,
+  };
 
 /** Which calls the guard limits (module options `contexts`, `limitSubscriptions`), and their adapters. */
 export class RateLimitContexts {
@@ -19,7 +21,14 @@ export class RateLimitContexts {
   private readonly http: boolean;
   private readonly limitSubscriptions: boolean;
 
-  constructor({ contexts, limitSubscriptions }: Pick<RateLimitModuleOptions, 'contexts' | 'limitSubscriptions'>) {
+  /**
+   * @param profile how the `RateLimit` field reads, for adapters that render it themselves (a GraphQL
+   * operation's headers merge every field's)
+   */
+  constructor(
+    { contexts, limitSubscriptions }: Pick<RateLimitModuleOptions, 'contexts' | 'limitSubscriptions'>,
+    private readonly profile: RateLimitHeaderProfile,
+  ) {
     this.types = new Set(contexts ?? RATE_LIMIT_CONTEXT_TYPES);
     this.http = this.types.has('http');
     this.limitSubscriptions = limitSubscriptions ?? false;
@@ -40,6 +49,6 @@ export class RateLimitContexts {
   /** The adapter for a call of a kind {@link limited} accepted. */
   adapt(type: RateLimitContextType, context: ExecutionContext): RateLimitContextAdapter {
     // `new` of a class picked at run time goes through V8's generic construct; HTTP's is named, so inlined.
-    return type === 'http' ? new HttpRateLimitContext(context) : new ADAPTERS[type](context);
+    return type === 'http' ? new HttpRateLimitContext(context) : new ADAPTERS[type](context, this.profile);
   }
 }

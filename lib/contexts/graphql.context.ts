@@ -1,6 +1,8 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
+import { headerProfile, type RateLimitHeaderProfile } from '../http/header-profiles';
 import { HttpExchange, requestIp, type HttpRequestLike, type HttpResponseLike } from '../http/http-exchange';
+import { isViolated } from '../http/rate-limit-headers';
 import type { IpTrackers } from '../http/tracker';
 import { GraphqlRateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
 import { claimContext, type RateLimitCallOutcome, type RateLimitContextAdapter, type RateLimitRejection } from './rate-limit-context';
@@ -45,7 +47,14 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
   /** What this call writes to the response; joined to the operation's {@link OperationLimits} on first write. */
   private readonly field: FieldLimits = { headers: new Map(), rejected: new Set(), retryAfter: undefined };
 
-  constructor(private readonly context: ExecutionContext) {
+  /**
+   * @param profile how the `RateLimit` field reads: under one that lists only the violated policies on a
+   * rejection, an operation with a rejected field lists only the policies that rejected some field
+   */
+  constructor(
+    private readonly context: ExecutionContext,
+    private readonly profile: RateLimitHeaderProfile = headerProfile(),
+  ) {
     const gql = context.getArgByIndex<GraphqlContextLike | undefined>(2) ?? {};
     const req = isRequest(gql.req) ? gql.req : undefined;
     const wsRequest = gql.extra?.request ?? (gql.req as GraphqlWsContextLike | undefined)?.extra?.request;
@@ -77,7 +86,7 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
   }
 
   setHeader(name: string, value: string): void {
-    if (this.exchange) operationLimits(this.exchange).write(this.field, name, value);
+    if (this.exchange) operationLimits(this.exchange, this.profile).write(this.field, name, value);
   }
 
   onEnd(listener: (outcome: RateLimitCallOutcome) => void): void {
@@ -86,9 +95,9 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
 
   rejected({ message, retryAfter, decisions }: RateLimitRejection): Error {
     if (this.exchange) {
-      for (const d of decisions) if (!d.allowed && d.reason !== 'shadow') this.field.rejected.add(d.policy);
+      for (const d of decisions) if (isViolated(d)) this.field.rejected.add(d.policy);
       this.field.retryAfter = retryAfter;
-      operationLimits(this.exchange).update(this.field);
+      operationLimits(this.exchange, this.profile).update(this.field);
     }
     return new GraphqlRateLimitExceededException(message, retryAfter, decisions);
   }
@@ -118,9 +127,9 @@ interface Member {
 }
 
 /** The {@link OperationLimits} of the operation `exchange` answers, created by its first limited field. */
-function operationLimits(exchange: HttpExchange): OperationLimits {
+function operationLimits(exchange: HttpExchange, profile: RateLimitHeaderProfile): OperationLimits {
   const raw = exchange.raw as ServerResponse & { [OPERATION_LIMITS]?: OperationLimits };
-  return (raw[OPERATION_LIMITS] ??= new OperationLimits(exchange));
+  return (raw[OPERATION_LIMITS] ??= new OperationLimits(exchange, profile.violatedOnly));
 }
 
 /**
@@ -130,12 +139,16 @@ function operationLimits(exchange: HttpExchange): OperationLimits {
  * same name (aliases of a field, routes sharing a `scope`, or equal names on different fields) the most
  * restrictive report wins: a rejection, then the fewest units left, then the longest wait. The legacy
  * headers describe the most restrictive field the same way; `Retry-After` is the longest wait of the
- * rejected fields.
+ * rejected fields. With `violatedOnly` (the header profile's), once a field is rejected `RateLimit` lists
+ * only the policies that rejected some field, so no `t` beside `Retry-After` outlasts it.
  */
 class OperationLimits {
   private readonly fields: FieldLimits[] = [];
 
-  constructor(private readonly exchange: HttpExchange) {}
+  constructor(
+    private readonly exchange: HttpExchange,
+    private readonly violatedOnly: boolean,
+  ) {}
 
   /** Records a header the guard set for `field`, and renders the operation's headers again. */
   write(field: FieldLimits, name: string, value: string): void {
@@ -158,6 +171,7 @@ class OperationLimits {
     const policies = this.fields.map((f) => members(f.headers.get('RateLimit-Policy')));
     const names = new Set([...policies.flat(), ...quotas.flat()].map((m) => m.name));
     if (names.size === 0) return;
+    const violated = this.violatedOnly ? new Set(this.fields.flatMap((f) => [...f.rejected])) : undefined;
     const quota: string[] = [];
     const policy: string[] = [];
     for (const name of names) {
@@ -168,7 +182,7 @@ class OperationLimits {
       const quotaMember = winner >= 0 ? quotas[winner].find((m) => m.name === name) : undefined;
       const policyMember =
         (winner >= 0 ? policies[winner] : []).find((m) => m.name === name) ?? policies.flat().find((m) => m.name === name);
-      if (quotaMember) quota.push(quotaMember.text);
+      if (quotaMember && (!violated?.size || violated.has(name))) quota.push(quotaMember.text);
       if (policyMember) policy.push(policyMember.text);
     }
     if (policy.length > 0) this.exchange.setHeader('RateLimit-Policy', policy.join(', '));

@@ -3,6 +3,7 @@ import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitHeadersMode } from '../interfaces/module-options.interface';
 import type { RateLimitQuotaUnit } from '../interfaces/policy.interface';
 import { ceilDiv } from '../utils/math';
+import type { DecidedPolicy, RateLimitHeaderProfile } from './header-profiles';
 
 /** Largest whole number a Structured Field integer may hold (RFC 9651 §3.3.1). */
 const MAX_SF_INTEGER = 999_999_999_999_999;
@@ -64,16 +65,6 @@ function gcd(a: number, b: number): number {
 }
 
 /**
- * Whole seconds (rounded up) until additional quota is made available (the draft's `t`): when `remaining`
- * next grows, not when the quota is fully restored. The same on a rejection: `t` describes the quota beside
- * `r`, while the wait of this request (which may need more than one unit) is `Retry-After`. 0 when nothing
- * is used.
- */
-export function secondsUntilMore(decision: RateLimitDecision): number {
-  return ceilDiv(Math.max(Math.ceil(decision.moreQuotaMs), 0), 1000);
-}
-
-/**
  * `X-RateLimit-Reset`, as legacy clients read it: whole seconds (rounded up) until the quota is fully
  * restored, or on a rejection until this request would be allowed.
  */
@@ -82,9 +73,12 @@ export function secondsUntilReset(decision: RateLimitDecision): number {
   return ceilDiv(Math.max(Math.ceil(ms), 0), 1000);
 }
 
-/** One policy's `RateLimit` list member: `"<name>";r=<remaining>;t=<seconds>`. */
-export function quotaMember(decision: RateLimitDecision): string {
-  return `"${decision.policy}";r=${decision.remaining};t=${secondsUntilMore(decision)}`;
+/**
+ * Whether `decision` rejected the call: what `Retry-After` waits for and `violated-policies` names (a shadow
+ * policy that would have rejected did not).
+ */
+export function isViolated(decision: RateLimitDecision): boolean {
+  return !decision.allowed && decision.reason !== 'shadow';
 }
 
 /**
@@ -115,28 +109,36 @@ export interface HeaderSink {
   setHeader(name: string, value: string): void;
 }
 
+/** What {@link writeRateLimitHeaders} writes. */
+export interface RateLimitHeadersInput {
+  mode: RateLimitHeadersMode;
+  /** How the `RateLimit` field reads (module option `headerProfile`). */
+  profile: RateLimitHeaderProfile;
+  /** One {@link policyMember} per decision, in order. */
+  policyHeader: string;
+  decisions: readonly RateLimitDecision[];
+  /** The policy behind each decision, in the same order. */
+  policies: readonly DecidedPolicy[];
+}
+
 /**
  * Writes the headers `mode` asks for; `policyHeader` holds one {@link policyMember} per decision, in order
  * (the caller leaves out the policies clients must not see, such as shadow ones). A decision the store did
  * not make (`reason: 'store-unavailable'`: `onStoreError` answered) has no `RateLimit` member and is not
  * described by the legacy headers, as its quota is not the client's real one; its `RateLimit-Policy` member
  * stays, since it states the configured policy, which is still true, and lets the field stay a constant.
+ * On a rejection, a profile that lists only the violated policies leaves the others out of `RateLimit`.
  */
 export function writeRateLimitHeaders(
   exchange: HeaderSink,
-  mode: RateLimitHeadersMode,
-  policyHeader: string,
-  decisions: readonly RateLimitDecision[],
+  { mode, profile, policyHeader, decisions, policies }: RateLimitHeadersInput,
 ): void {
   if (mode === 'none' || decisions.length === 0) return;
   let unknown = 0;
   for (const d of decisions) if (d.reason === 'store-unavailable') unknown++;
   if (mode === 'ietf' || mode === 'both') {
     exchange.setHeader('RateLimit-Policy', policyHeader);
-    let quota = '';
-    for (const d of decisions) {
-      if (d.reason !== 'store-unavailable') quota += quota === '' ? quotaMember(d) : `, ${quotaMember(d)}`;
-    }
+    const quota = quotaField(profile, decisions, policies);
     if (quota !== '') exchange.setHeader('RateLimit', quota);
   }
   if ((mode === 'legacy' || mode === 'both') && unknown < decisions.length) {
@@ -145,4 +147,17 @@ export function writeRateLimitHeaders(
     exchange.setHeader('X-RateLimit-Remaining', String(worst.remaining));
     exchange.setHeader('X-RateLimit-Reset', String(secondsUntilReset(worst)));
   }
+}
+
+/** The `RateLimit` value: the profile's member of each decision it lists; `''` when none is. */
+function quotaField(profile: RateLimitHeaderProfile, decisions: readonly RateLimitDecision[], policies: readonly DecidedPolicy[]): string {
+  const violatedOnly = profile.violatedOnly && decisions.some(isViolated);
+  let quota = '';
+  for (let i = 0; i < decisions.length; i++) {
+    const d = decisions[i];
+    if (d.reason === 'store-unavailable' || (violatedOnly && !isViolated(d))) continue;
+    const member = profile.quotaMember(d, policies[i]);
+    quota = quota === '' ? member : `${quota}, ${member}`;
+  }
+  return quota;
 }

@@ -14,6 +14,15 @@ export type RateLimitErrorFormat = 'json' | 'problem+json';
 export type RateLimitHeadersMode = 'ietf' | 'legacy' | 'both' | 'none';
 
 /**
+ * The drafts of draft-ietf-httpapi-ratelimit-headers whose `RateLimit` field the module can send (module
+ * option `headerProfile`); the first is the default.
+ */
+export const RATE_LIMIT_HEADER_PROFILES = ['draft-11', 'draft-10'] as const;
+
+/** One draft of draft-ietf-httpapi-ratelimit-headers (see {@link RATE_LIMIT_HEADER_PROFILES}). */
+export type RateLimitHeaderProfileName = (typeof RATE_LIMIT_HEADER_PROFILES)[number];
+
+/**
  * What a request gets when the store errors or misses its deadline: decided by an in-process store holding a
  * share of the limit (`insurance`, the default: bounded, and a rejection is a 429 with `Retry-After`), allowed
  * whatever the limit (`fail-open`: unlimited while the store is away), or rejected with HTTP 503 (`fail-closed`).
@@ -76,10 +85,22 @@ export interface RateLimitModuleOptions {
   /** Applied to routes without `@RateLimit`. None: such routes are not limited. */
   defaultPolicy?: RateLimitPolicy | RateLimitPolicy[];
   /**
-   * Response headers: IETF draft-10 `RateLimit` / `RateLimit-Policy`, legacy `X-RateLimit-*`, both, or none.
+   * Response headers: the IETF `RateLimit` / `RateLimit-Policy` fields (of the draft `headerProfile` names),
+   * legacy `X-RateLimit-*`, both, or none.
    * @default 'ietf'
    */
   headers?: RateLimitHeadersMode;
+  /**
+   * Which draft of draft-ietf-httpapi-ratelimit-headers the `RateLimit` field follows. `'draft-11'`: `t` is
+   * the effective window of `r` (the seconds within which the client can use no more than `r`: a fixed
+   * window's end, a bucket's time to refill completely, none for `concurrency`), and a rejection lists only
+   * the policies that rejected it, none with a `t` beyond `Retry-After`. `'draft-10'`: `t` is the seconds
+   * until additional quota is made available, and every policy is listed (0.3's fields, byte for byte).
+   * `RateLimit-Policy` and the legacy headers are the same under both.
+   * @default 'draft-11'
+   * @example headerProfile: 'draft-10' // clients written against draft-10's `t`
+   */
+  headerProfile?: RateLimitHeaderProfileName;
   /**
    * When the store fails or is too slow. `'insurance'` (the default): an in-process twin of each policy decides
    * with `insuranceShare` of its limit, so while the store is away each instance still enforces the policy

@@ -1,5 +1,5 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
-import { RATE_LIMIT_CONTEXT_TYPES, type RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { RATE_LIMIT_CONTEXT_TYPES, RATE_LIMIT_HEADER_PROFILES, type RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { hidePassword } from '../stores/store-description';
 import { describeValue } from './describe-value';
 
@@ -8,6 +8,7 @@ const KNOWN_OPTIONS = new Set([
   'prefix',
   'defaultPolicy',
   'headers',
+  'headerProfile',
   'onStoreError',
   'storeTimeoutMs',
   'userFunctionTimeoutMs',
@@ -45,6 +46,7 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
     );
   }
   oneOf('headers', headers, ['ietf', 'legacy', 'both', 'none']);
+  oneOf('headerProfile', options.headerProfile, [...RATE_LIMIT_HEADER_PROFILES]);
   oneOf('onStoreError', onStoreError, ['fail-open', 'fail-closed', 'insurance']);
   const { insuranceShare, hotKeyShedding, storeErrorLogIntervalMs } = options;
   if (insuranceShare !== undefined && !(typeof insuranceShare === 'number' && insuranceShare > 0 && insuranceShare <= 1)) {

@@ -9,7 +9,7 @@
  */
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
-import { secondsUntilMore } from '../../lib/http/rate-limit-headers';
+import { secondsUntilMore } from '../../lib/http/header-profiles';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/rate-limit.engine';

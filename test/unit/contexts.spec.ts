@@ -15,6 +15,7 @@ import { GraphqlRateLimitContext } from '../../lib/contexts/graphql.context';
 import { HttpRateLimitContext } from '../../lib/contexts/http.context';
 import { RpcRateLimitContext } from '../../lib/contexts/rpc.context';
 import { WsRateLimitContext } from '../../lib/contexts/ws.context';
+import { headerProfile } from '../../lib/http/header-profiles';
 import { IpTrackers, resolveTracker } from '../../lib/http/tracker';
 import { validateModuleOptions } from '../../lib/utils/validate-options';
 
@@ -173,7 +174,7 @@ describe('RPC context', () => {
 
 describe('RateLimitContexts', () => {
   it('limits the four kinds by default and only the listed ones otherwise', () => {
-    const all = new RateLimitContexts({});
+    const all = new RateLimitContexts({}, headerProfile());
     expect(['http', 'graphql', 'ws', 'rpc', 'other'].map((t) => all.limited(context(t, [])))).toEqual([
       'http',
       'graphql',
@@ -181,7 +182,7 @@ describe('RateLimitContexts', () => {
       'rpc',
       null,
     ]);
-    const some = new RateLimitContexts({ contexts: ['graphql', 'rpc'] });
+    const some = new RateLimitContexts({ contexts: ['graphql', 'rpc'] }, headerProfile());
     expect(['http', 'graphql', 'ws', 'rpc'].map((t) => some.limited(context(t, [])))).toEqual([null, 'graphql', null, 'rpc']);
   });
 });

@@ -5,7 +5,7 @@
  * `moreQuotaMs`; `0` only when nothing is used.
  */
 import fc from 'fast-check';
-import { secondsUntilMore } from '../../lib/http/rate-limit-headers';
+import { secondsUntilMore } from '../../lib/http/header-profiles';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { memoryHarness, T0 } from '../support/memory-harness';

@@ -1,5 +1,6 @@
 import { parseList } from 'structured-headers';
-import { mostRestrictive, policyMember, quotaMember, retryAfterSeconds, writeRateLimitHeaders } from '../../lib/http/rate-limit-headers';
+import { headerProfile, type DecidedPolicy } from '../../lib/http/header-profiles';
+import { mostRestrictive, policyMember, retryAfterSeconds, writeRateLimitHeaders } from '../../lib/http/rate-limit-headers';
 import type { RateLimitDecision } from '../../lib';
 
 const decision = (over: Partial<RateLimitDecision>): RateLimitDecision => ({
@@ -14,6 +15,8 @@ const decision = (over: Partial<RateLimitDecision>): RateLimitDecision => ({
 });
 
 const RATE = { name: 'fixed-window', usesBurst: false } as const;
+/** The policy behind a decision, as the header profiles read it. */
+const fixedWindow: DecidedPolicy = { algorithm: { name: 'fixed-window' }, cost: 1, params: { limit: 10, windowMs: 1_000 } };
 const BUCKET = { name: 'token-bucket', usesBurst: true } as const;
 
 /** A list field's members through the RFC 9651 parser: name and parameters. */
@@ -56,9 +59,12 @@ describe('RateLimit-Policy members', () => {
 });
 
 describe('writeRateLimitHeaders', () => {
-  const write = (mode: 'ietf' | 'legacy' | 'both', decisions: RateLimitDecision[]) => {
+  const write = (mode: 'ietf' | 'legacy' | 'both', decisions: RateLimitDecision[], profile = headerProfile()) => {
     const headers: Record<string, string> = {};
-    writeRateLimitHeaders({ setHeader: (name, value) => (headers[name] = value) }, mode, '"a";q=10;w=1, "b";q=10;w=1', decisions);
+    writeRateLimitHeaders(
+      { setHeader: (name, value) => (headers[name] = value) },
+      { mode, profile, policyHeader: '"a";q=10;w=1, "b";q=10;w=1', decisions, policies: decisions.map(() => fixedWindow) },
+    );
     return headers;
   };
 
@@ -79,9 +85,28 @@ describe('writeRateLimitHeaders', () => {
     ]);
     expect(Object.keys(headers)).toEqual(['RateLimit-Policy']);
   });
+
+  it('on a rejection, draft-11 lists only the violated policies and draft-10 every policy', () => {
+    const decisions = [
+      decision({ policy: 'a', allowed: false, remaining: 0, resetMs: 8_000, moreQuotaMs: 8_000, retryAfterMs: 8_000 }),
+      decision({ policy: 'b', remaining: 997, resetMs: 8_858_000, moreQuotaMs: 8_858_000 }),
+    ];
+    expect(write('ietf', decisions)['RateLimit']).toBe('"a";r=0;t=8');
+    expect(write('ietf', decisions, headerProfile('draft-10'))['RateLimit']).toBe('"a";r=0;t=8, "b";r=997;t=8858');
+  });
+
+  it('a shadow policy that would have rejected is no violation: every policy is listed', () => {
+    const decisions = [
+      decision({ policy: 'a', allowed: false, remaining: 0, resetMs: 8_000, retryAfterMs: 8_000, reason: 'shadow' }),
+      decision({ policy: 'b', remaining: 4, resetMs: 2_000 }),
+    ];
+    expect(members(write('ietf', decisions)['RateLimit']).map((m) => m.name)).toEqual(['a', 'b']);
+  });
 });
 
-describe('RateLimit members', () => {
+describe('RateLimit members under draft-10', () => {
+  const quotaMember = (d: RateLimitDecision) => headerProfile('draft-10').quotaMember(d, fixedWindow);
+
   it('t is the ceiling of the time until additional quota, not of the full reset', () => {
     expect(quotaMember(decision({ remaining: 3, resetMs: 9_000, moreQuotaMs: 1_001 }))).toBe('"p";r=3;t=2');
     expect(quotaMember(decision({ remaining: 10, resetMs: 0, moreQuotaMs: 0 }))).toBe('"p";r=10;t=0');
