@@ -58,7 +58,8 @@ describe.each(MATRIX)('GraphQL headers of a whole operation (Apollo on $adapter,
   beforeAll(async () => {
     app = await bootApp({
       adapter,
-      imports: [await rateLimitModule(store, redis, { headers: 'both' }), apolloModule(typeDefs, { adapter })],
+      // draft-10 lists every field's policies beside a rejection (draft-11 only the violated ones: see below).
+      imports: [await rateLimitModule(store, redis, { headers: 'both', headerProfile: 'draft-10' }), apolloModule(typeDefs, { adapter })],
       providers: [LimitedResolver],
     });
   });
@@ -107,5 +108,35 @@ describe.each(MATRIX)('GraphQL headers of a whole operation (Apollo on $adapter,
     expect(second.body.errors[0].extensions).toEqual({ code: 'RATE_LIMITED', retryAfter: 60 });
     expect(members(second.headers['ratelimit-policy'])).toEqual({ pair: { q: 3, w: 60 } });
     expect(members(second.headers['ratelimit'])).toEqual({ pair: { r: 0, t: 60 } });
+  });
+});
+
+describe.each(MATRIX)('GraphQL headers under draft-11, the default (Apollo on $adapter, $store store)', ({ adapter, store }) => {
+  const redis = new SharedRedis();
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    app = await bootApp({
+      adapter,
+      imports: [await rateLimitModule(store, redis), apolloModule(typeDefs, { adapter })],
+      providers: [LimitedResolver],
+    });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await redis.stop();
+  });
+
+  const gql = (query: string) => request(app.getHttpServer()).post('/graphql').send({ query });
+
+  it('an operation with a rejected field lists only the violated policies, none with a t beyond Retry-After', async () => {
+    const allowed = await gql('{ roomy tight }');
+    expect(allowed.body).toEqual({ data: { roomy: 'roomy', tight: 'tight' } });
+    expect(members(allowed.headers['ratelimit'])).toEqual({ roomy: { r: 4, t: 60 }, tight: { r: 0, t: 60 } });
+    const res = await gql('{ roomy tight }');
+    expect(res.body).toEqual({ data: { tight: null, roomy: 'roomy' }, errors: [rateLimited('tight')] });
+    expect(members(res.headers['ratelimit-policy'])).toEqual({ roomy: { q: 5, w: 60 }, tight: { q: 1, w: 60 } });
+    expect(res.headers['retry-after']).toBe('60');
+    expect(members(res.headers['ratelimit'])).toEqual({ tight: { r: 0, t: 60 } });
   });
 });

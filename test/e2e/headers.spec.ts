@@ -101,7 +101,7 @@ describe.each(MATRIX)('rate-limit headers on $adapter with the $store store', ({
   };
 
   describe('concurrency', () => {
-    beforeEach(() => boot());
+    beforeEach(() => boot({ headerProfile: 'draft-10' }));
 
     it('states concurrent requests, with no window', async () => {
       const res = await request(url).get('/pair');

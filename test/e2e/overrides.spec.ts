@@ -129,7 +129,8 @@ describe.each(ADAPTERS)('overriding inherited policies on %s (test clock)', (ada
   beforeEach(async () => {
     app = await bootApp({
       adapter,
-      imports: [RateLimitTestingModule.forRoot({ defaultPolicy: [BURST, HOURLY] })],
+      // The fields as draft-10 writes them (every policy listed, a bucket's t when its next unit comes).
+      imports: [RateLimitTestingModule.forRoot({ defaultPolicy: [BURST, HOURLY], headerProfile: 'draft-10' })],
       controllers: CONTROLLERS,
     });
     clock = app.get(RateLimitTestClock);
@@ -247,7 +248,9 @@ describe.each(ADAPTERS)('overriding inherited policies on %s with the Redis stor
     app = await bootApp({
       adapter,
       // A bucket refilling one unit per 15 minutes: no refill between the calls, however slow the machine.
-      imports: [await rateLimitModule('redis', redis, { prefix, defaultPolicy: [{ ...BURST, window: '1h' }, HOURLY] })],
+      imports: [
+        await rateLimitModule('redis', redis, { prefix, defaultPolicy: [{ ...BURST, window: '1h' }, HOURLY], headerProfile: 'draft-10' }),
+      ],
       controllers: CONTROLLERS,
     });
   });

@@ -81,7 +81,8 @@ describe.each(ADAPTERS)("errorFormat: 'problem+json' on %s", (adapter) => {
     expect((seen(await get('/both')).body as Record<string, unknown>)['violated-policies']).toEqual(['minute', 'hour']);
     await get('/first');
     const rejected = seen(await get('/first'));
-    expect(rejected.rateLimit).toBe('"minute";r=0;t=60, "hour";r=4;t=3600');
+    // draft-11: RateLimit lists the same set as violated-policies, no window outlasting Retry-After.
+    expect(rejected.rateLimit).toBe('"minute";r=0;t=60');
     expect(rejected.body).toEqual({
       type: QUOTA_EXCEEDED,
       title: 'Quota Exceeded',
@@ -89,6 +90,14 @@ describe.each(ADAPTERS)("errorFormat: 'problem+json' on %s", (adapter) => {
       detail: 'Too Many Requests',
       'violated-policies': ['minute'],
     });
+  });
+
+  it('under draft-10, RateLimit still lists every policy beside violated-policies', async () => {
+    await boot({ errorFormat: 'problem+json', headerProfile: 'draft-10' });
+    await get('/first');
+    const rejected = seen(await get('/first'));
+    expect(rejected.rateLimit).toBe('"minute";r=0;t=60, "hour";r=4;t=3600');
+    expect((rejected.body as Record<string, unknown>)['violated-policies']).toEqual(['minute']);
   });
 
   it('puts errorMessage in detail, and says why a request that can never fit is rejected (no Retry-After)', async () => {

@@ -97,7 +97,7 @@ describe.each(MATRIX)('reserve and settle over HTTP on $adapter with the $store 
     warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     app = await bootApp({
       adapter,
-      imports: [await rateLimitModule(store, redis, { userFunctionTimeoutMs: 200, headers: 'ietf' })],
+      imports: [await rateLimitModule(store, redis, { userFunctionTimeoutMs: 200, headers: 'ietf', headerProfile: 'draft-10' })],
       controllers: [SettleController],
     });
   });

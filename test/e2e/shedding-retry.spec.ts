@@ -35,7 +35,11 @@ describe.each(ADAPTERS)('a retry told under hot-key shedding, on %s with the Red
   const redis = new SharedRedis();
   let app: INestApplication;
   beforeAll(async () => {
-    app = await bootApp({ adapter, imports: [await rateLimitModule('redis', redis)], controllers: [SheddingController] });
+    app = await bootApp({
+      adapter,
+      imports: [await rateLimitModule('redis', redis, { headerProfile: 'draft-10' })],
+      controllers: [SheddingController],
+    });
   });
   afterAll(async () => {
     await app.close();

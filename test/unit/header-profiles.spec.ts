@@ -4,9 +4,10 @@
  * the client gets no more than `r`, or the quota it describes is whole again exactly at `t`).
  */
 import { parseList } from 'structured-headers';
-import type { RateLimitDecision } from '../../lib';
+import { RateLimitConfigError, type RateLimitDecision } from '../../lib';
 import { headerProfile, type DecidedPolicy } from '../../lib/http/header-profiles';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
+import { validateModuleOptions } from '../../lib/utils/validate-options';
 import { memoryHarness, T0 } from '../support/memory-harness';
 
 const S = 1000;
@@ -134,5 +135,14 @@ describe('draft-10 t: until additional quota is made available', () => {
     const d = await h.limiter.consume(policy, 'k');
     const decided: DecidedPolicy = { algorithm: { name: 'token-bucket' }, cost: 1, params: { limit: 1, windowMs: S } };
     expect(headerProfile('draft-10').quotaMember(d, decided)).toBe('"tb";r=7;t=1');
+  });
+});
+
+describe('module option headerProfile', () => {
+  it('is checked at bootstrap: the error names the field, the value and the profiles there are', () => {
+    expect(() => validateModuleOptions({ headerProfile: 'draft-9' as never })).toThrow(
+      new RateLimitConfigError(`RateLimitModule options: headerProfile: "draft-9" must be one of 'draft-11', 'draft-10'.`),
+    );
+    expect(() => validateModuleOptions({ headerProfile: 'draft-10' })).not.toThrow();
   });
 });
