@@ -109,7 +109,11 @@ export interface RateLimitProblemDetails {
   status: 429;
   /** `errorMessage` (with why retrying will not help, when the cost can never fit). */
   detail: string;
-  /** Names of the policies whose quota was exceeded, in the route's order. */
+  /**
+   * Names of the policies whose quota was exceeded, in the route's order: under `headerProfile: 'draft-11'`,
+   * the policies the 429's `RateLimit` field lists (those the store decided), so that no `t` beside
+   * `Retry-After` outlasts it.
+   */
   'violated-policies': string[];
 }
 
