@@ -12,8 +12,12 @@ export interface RateLimitTestResponse {
 export interface RateLimitQuotaHeader {
   policy: string;
   remaining: number;
-  /** Seconds until the policy has more quota (`t`). */
-  resetSeconds: number;
+  /**
+   * The member's `t`: with the default `headerProfile` (draft-11) the effective window of `remaining`, with
+   * `'draft-10'` the seconds until more quota; `undefined` where the member has no `t` (a concurrency policy
+   * under draft-11).
+   */
+  resetSeconds: number | undefined;
 }
 
 /** One policy's member of the `RateLimit-Policy` header: `"<policy>";q=<quota>;w=<window seconds>`. */
