@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { MemoryStore, type RateLimitClock } from './memory.store';
@@ -9,6 +9,7 @@ import { SlicingStore } from './slicing.store';
 import { describeRedis } from './store-description';
 import type { RateLimitStore } from './store.interface';
 import { isRedisClient } from './transports/client-types';
+import { loadIoredis } from './transports/ioredis.transport';
 
 /**
  * Defaults for clients this library creates: fail fast instead of queueing while disconnected (a rate
@@ -55,8 +56,9 @@ export function createStore(options: RateLimitModuleOptions, registry: RateLimit
 }
 
 function createClient(redis: string | RedisOptions): Redis {
-  if (typeof redis === 'string') return new Redis(redis, OWNED_CLIENT_DEFAULTS);
-  return new Redis({ ...OWNED_CLIENT_DEFAULTS, ...redis, ...sentinelDefaults(redis) });
+  const { Redis: Client } = loadIoredis();
+  if (typeof redis === 'string') return new Client(redis, OWNED_CLIENT_DEFAULTS);
+  return new Client({ ...OWNED_CLIENT_DEFAULTS, ...redis, ...sentinelDefaults(redis) });
 }
 
 /**

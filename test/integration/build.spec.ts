@@ -60,6 +60,24 @@ describe('npm run build', () => {
     expect(typeof (dist.RateLimitModule as { forRootAsync?: unknown }).forRootAsync).toBe('function');
   });
 
+  test('the main entry, and a memory-store app booted on it, load no Redis client', () => {
+    const script = `
+      require('reflect-metadata');
+      const { Test } = require('@nestjs/testing');
+      const { RateLimitModule, RateLimiterService } = require(${JSON.stringify(DIST)});
+      (async () => {
+        const app = await Test.createTestingModule({ imports: [RateLimitModule.forRoot()] }).compile();
+        await app.init();
+        const d = await app.get(RateLimiterService).consume({ algorithm: 'gcra', limit: 1, window: '1s' }, 'k');
+        await app.close();
+        const clients = Object.keys(require.cache).filter((p) => /node_modules[\\/](ioredis|redis|@redis|@valkey)[\\/]/.test(p));
+        console.log(JSON.stringify({ allowed: d.allowed, clients }));
+      })();`;
+    const result = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8' });
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout.trim().split('\n').pop()!)).toEqual({ allowed: true, clients: [] });
+  });
+
   test('every subpath of package.json "exports" loads from plain Node by the package name; only its own entry loads an optional peer', () => {
     // Records every module name required, then loads one entry (a package may require itself by its name).
     const load = (entry: string) => {

@@ -1,4 +1,5 @@
-import { Command, type Cluster, type Redis, type RedisOptions } from 'ioredis';
+import type * as Ioredis from 'ioredis';
+import type { Cluster, Command, Redis, RedisOptions } from 'ioredis';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import type { LuaScript } from '../redis-codec';
 import { isNoScript, untilReady, type RedisScriptTransport, type ScriptCall, type ScriptRunner } from './redis-transport';
@@ -16,8 +17,12 @@ type ScriptCommand = (...keysAndArgs: Array<string | number | Array<string | num
 export class IoredisTransport implements RedisScriptTransport {
   readonly clientName = 'ioredis';
   private lastConnectionError: Error | undefined;
+  /** ioredis's `Command`, loaded with the transport: an app on the memory store never loads ioredis. */
+  private readonly Command: typeof Command;
 
-  constructor(private readonly client: Redis | Cluster) {}
+  constructor(private readonly client: Redis | Cluster) {
+    this.Command = loadIoredis().Command;
+  }
 
   get isCluster(): boolean {
     return this.client.isCluster;
@@ -33,7 +38,7 @@ export class IoredisTransport implements RedisScriptTransport {
   evalScript({ lua, sha }: LuaScript, keys: string[], args: string[]): Promise<unknown> {
     const client = this.client as Redis;
     const send = (name: 'evalsha' | 'eval', script: string): Promise<unknown> => {
-      const command = new Command(name, [script, keys.length, keys, args], {
+      const command = new this.Command(name, [script, keys.length, keys, args], {
         keyPrefix: client.options.keyPrefix,
         replyEncoding: 'utf8',
       });
@@ -98,4 +103,10 @@ export class IoredisTransport implements RedisScriptTransport {
     if ((this.client.options as RedisOptions).sentinels?.length) this.client.disconnect();
     else await this.client.quit().catch(() => this.client.disconnect());
   }
+}
+
+/** ioredis, required when first needed (see {@link IoredisTransport.Command}). */
+export function loadIoredis(): typeof Ioredis {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only once Redis is configured
+  return require('ioredis') as typeof Ioredis;
 }
