@@ -8,10 +8,13 @@ import { parseDuration } from '../utils/duration';
 export const RATE_LIMIT_TEST_START = Date.UTC(2025, 0, 1);
 
 /**
- * The controllable clock of `RateLimitTestingModule`: time stands still until you move it. Inject it
- * (`app.get(RateLimitTestClock)`) and call {@link advance} to cross windows, refill buckets or end lockouts
- * without waiting. Only the store's time is fake: `leaky-bucket` delays and `acquire` waits still sleep.
+ * The controllable clock of the testing kit: time stands still until you move it. Get it from a testing module
+ * that imports `RateLimitTestingModule.forRoot` (`app.get(RateLimitTestClock)`), or create one and pass it to
+ * `RateLimitTestingModule.override` to test your `AppModule`; call {@link advance} to cross windows, refill
+ * buckets or end lockouts without waiting. Only the store's time is fake: `leaky-bucket` delays and
+ * `acquire` waits still sleep.
  * @example
+ * const clock = new RateLimitTestClock(); // 2025-01-01T00:00:00Z
  * clock.advance('1m'); // the next fixed window
  */
 export class RateLimitTestClock {
