@@ -22,9 +22,8 @@ export function checkWaitOptions(maxWaitMs: unknown, maxWaiters: unknown): void 
 
 /**
  * A wait error without a stack trace. A burst of calls on a spent quota is turned away by the thousand in one
- * event-loop turn, and capturing each one's stack took ~6 µs (60 ms of blocked loop per 10,000 refusals on a
- * busy 2-core box, garbage besides); the message says what happened and what to change. Each call still gets
- * its own instance of the error class.
+ * event-loop turn, and capturing each one's stack cost more than the rest of the refusal (bench/README.md,
+ * acquire bursts); the message says what happened and what to change. Each call still gets its own instance.
  */
 function withoutStack<E extends Error>(build: () => E): E {
   const stackTraceLimit = Error.stackTraceLimit;
@@ -53,8 +52,8 @@ function lineFullMessage(turn: Named, waiting: number, maxWaiters: number): stri
 
 /**
  * The last message of one kind, built again only when what it says changes: a burst refuses thousands of
- * calls in one turn with the same words (the same line, the same wait to the ms), and joining a message
- * anew for each was ~250 bytes of garbage and most of what building its error cost. One entry: nothing to bound.
+ * calls in one turn with the same words (the same line, the same wait to the ms), and joining a message anew
+ * for each was most of what building its error cost. One entry: nothing to bound.
  */
 class LastMessage {
   private key: string | undefined;
