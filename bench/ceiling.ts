@@ -8,7 +8,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { RateLimitAlgorithmRegistry } from '../lib';
+import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithm } from '../lib';
 import { composeLoneScript } from '../lib/stores/redis-scripts';
 import { DENY_KEY_SUFFIX } from '../lib/utils/keys';

@@ -11,7 +11,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
-import { RateLimitAlgorithmRegistry, type RateLimitModuleOptions, type RateLimitPolicy } from '../lib';
+import { type RateLimitModuleOptions, type RateLimitPolicy } from '../lib';
+import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
 import { RateLimitEngine } from '../lib/rate-limit.engine';
 import { createStore } from '../lib/stores/create-store';
 import { compilePolicy } from '../lib/utils/compile-policy';

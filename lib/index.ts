@@ -1,10 +1,5 @@
 export { RateLimitModule } from './rate-limit.module';
-export {
-  RATE_LIMIT_OPTIONS,
-  RATE_LIMIT_STORE,
-  type RateLimitModuleExtras,
-  type RateLimitOptionsFactory,
-} from './rate-limit.module-definition';
+export { RATE_LIMIT_OPTIONS, type RateLimitModuleExtras, type RateLimitOptionsFactory } from './rate-limit.module-definition';
 export {
   RateLimiterService,
   type ConsumeOptions,
@@ -22,7 +17,6 @@ export {
 } from './service/partner-response';
 export { DEFAULT_MAX_WAITERS } from './service/waiters';
 export type { RateLimitReservation } from './service/reservation';
-export { RateLimitEngine } from './rate-limit.engine';
 export { RateLimitEvents, RATE_LIMIT_EVENTS } from './events/rate-limit-events';
 export type {
   RateLimitModuleOptions,
@@ -53,8 +47,8 @@ export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/de
 export { RateLimitConfigError } from './errors/rate-limit-config.error';
 export { RateLimitStoreError } from './errors/rate-limit-store.error';
 export { RateLimitWaitError, RateLimitShutdownError } from './errors/rate-limit-wait.error';
-export { MemoryStore, type MemoryStoreOptions, type RateLimitClock } from './stores/memory.store';
-export { RedisStore, type RedisClient } from './stores/redis.store';
+export type { RateLimitClock } from './stores/memory.store';
+export type { RedisClient } from './stores/redis.store';
 export type {
   NodeRedisClientLike,
   NodeRedisClusterLike,
@@ -63,11 +57,7 @@ export type {
   GlideScriptLike,
 } from './stores/transports/client-types';
 export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode, StoreFallback } from './stores/store.interface';
-export { ResilientStore, type ResilientStoreOptions } from './stores/resilient.store';
-export { SheddingStore } from './stores/shedding.store';
-export { SlicingStore, SLICE_LIFETIME_MS } from './stores/slicing.store';
 export { RateLimitDenyList, DENY_RECHECK_MS, type RateLimitDenial } from './stores/deny-list';
-export { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 export * from './algorithms';
 export { parseDuration } from './utils/duration';
 export { RateLimitGuard } from './rate-limit.guard';

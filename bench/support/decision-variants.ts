@@ -5,7 +5,11 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { MemoryStore, RateLimitAlgorithmRegistry, RateLimitEngine, RateLimiterService, RedisStore } from '../../lib';
+import { RateLimiterService } from '../../lib';
+import { MemoryStore } from '../../lib/stores/memory.store';
+import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RedisStore } from '../../lib/stores/redis.store';
 import type { RateLimitAlgorithmName, RateLimitPolicy, RateLimitStore } from '../../lib';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { createStore } from '../../lib/stores/create-store';

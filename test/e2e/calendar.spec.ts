@@ -1,7 +1,9 @@
 import { Controller, Get, Logger, type ExecutionContext, type INestApplication, type Type } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
-import { MemoryStore, RATE_LIMIT_STORE, RateLimit, RateLimitModule, type CalendarWindow } from '../../lib';
+import { RateLimit, RateLimitModule, type CalendarWindow } from '../../lib';
+import { MemoryStore } from '../../lib/stores/memory.store';
+import { RATE_LIMIT_STORE } from '../../lib/rate-limit.module-definition';
 import { RateLimitTestClock, RateLimitTestingModule } from '../../lib/testing';
 import { AppModule } from '../../sample/app.module';
 import { ADAPTERS, bootApp, initApp, rateLimitModule, SharedRedis } from './harness';

@@ -1,7 +1,8 @@
 import { Controller, Get, Headers, Injectable, type INestApplication } from '@nestjs/common';
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { RATE_LIMIT_STORE, RateLimit } from '../../lib';
+import { RateLimit } from '../../lib';
+import { RATE_LIMIT_STORE } from '../../lib/rate-limit.module-definition';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { Gate } from '../support/gate';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';

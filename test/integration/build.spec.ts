@@ -51,9 +51,12 @@ describe('npm run build', () => {
     expect(sources.filter((f) => !js.has(f.replace(/\.ts$/, '.js')) || !dts.has(f.replace(/\.ts$/, '.d.ts')))).toEqual([]);
   });
 
-  test('require(dist) loads and exposes RateLimitModule and RateLimiterService', () => {
+  test('require(dist) loads and exposes RateLimitModule and RateLimiterService, and none of the internals', () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const dist = require(DIST) as Record<string, unknown>;
+    const internals = ['MemoryStore', 'RedisStore', 'ResilientStore', 'SheddingStore', 'SlicingStore', 'SLICE_LIFETIME_MS'];
+    internals.push('RateLimitEngine', 'RateLimitAlgorithmRegistry', 'RATE_LIMIT_STORE');
+    expect(internals.filter((name) => name in dist)).toEqual([]);
     expect(typeof dist.RateLimitModule).toBe('function');
     expect(typeof dist.RateLimiterService).toBe('function');
     expect(typeof (dist.RateLimitModule as { forRoot?: unknown }).forRoot).toBe('function');
@@ -146,11 +149,13 @@ describe('npm run build', () => {
   test('plain Node (CommonJS, no transform) loads the package by its main entry and decides from the copied scripts', () => {
     const script = `
       const pkg = require(${JSON.stringify(ROOT)});
-      const registry = new pkg.RateLimitAlgorithmRegistry();
+      // The internals the module wires together, by their paths in dist/ (the root exports only the public surface).
+      const dist = (path) => require(${JSON.stringify(DIST)} + '/' + path);
+      const registry = new (dist('algorithms/algorithm.registry').RateLimitAlgorithmRegistry)();
       const names = registry.all().map((a) => a.name);
       const luaBytes = registry.all().every((a) => a.lua.includes('ALG[' + a.id + ']'));
-      const store = new pkg.MemoryStore({ clock: () => 1000 });
-      const service = new pkg.RateLimiterService(new pkg.RateLimitEngine(store), registry, {});
+      const store = new (dist('stores/memory.store').MemoryStore)({ clock: () => 1000 });
+      const service = new pkg.RateLimiterService(new (dist('rate-limit.engine').RateLimitEngine)(store), registry, {});
       service.consume({ algorithm: 'gcra', limit: 2, window: 1000 }, 'k').then((d) => {
         console.log(JSON.stringify({ module: typeof pkg.RateLimitModule, service: typeof pkg.RateLimiterService, names, luaBytes, d }));
       });
