@@ -88,23 +88,7 @@ export class ResilientStore implements RateLimitStore {
     const key = calls[0]?.stateKey;
     const shard = this.shardOf(key);
     if (this.isOpen(shard)) return Promise.resolve(this.fallback(calls, mode));
-    return new Promise<StoreDecision>((resolve, reject) => {
-      this.deadlines.run(
-        this.primary.decide(calls, mode),
-        (decision, sentAt) => {
-          this.answered(sentAt, shard);
-          resolve(decision);
-        },
-        (error, sentAt) => {
-          this.failed(error, sentAt, shard, key);
-          try {
-            resolve(this.fallback(calls, mode));
-          } catch (failure) {
-            reject(failure);
-          }
-        },
-      );
-    });
+    return this.withDeadline(this.primary.decide(calls, mode), () => this.fallback(calls, mode), key, shard);
   }
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
@@ -182,32 +166,32 @@ export class ResilientStore implements RateLimitStore {
 
   /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
   private bestEffort(calls: readonly RateLimitCall[]): Promise<void> {
-    const shard = this.shardOf(calls[0]?.stateKey);
-    return new Promise<void>((resolve) => {
-      this.deadlines.run(
-        this.primary.refund(calls),
-        (_, sentAt) => {
-          this.answered(sentAt, shard);
-          resolve();
-        },
-        (error, sentAt) => {
-          this.failed(error, sentAt, shard, calls[0]?.stateKey);
-          resolve();
-        },
-      );
-    });
+    const key = calls[0]?.stateKey;
+    return this.withDeadline(this.primary.refund(calls), () => undefined, key, this.shardOf(key));
   }
 
-  /** `work`'s result when it settles within the deadline; its error, or the deadline's, otherwise. */
-  private withDeadline<T>(work: Promise<T>): Promise<T> {
+  /**
+   * `work`'s result when it settles within the deadline. Otherwise, with `recover` (a decision, a refund), the
+   * failure counts against the circuit of `shard` (the one serving `key`) and `recover` answers; without it (an
+   * operator call, a ping), the promise rejects with the error, or the deadline's, and no circuit hears of it.
+   */
+  private withDeadline<T>(work: Promise<T>, recover?: () => T, key?: string, shard?: string): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.deadlines.run(
         work,
         (value, sentAt) => {
-          this.answered(sentAt, undefined);
+          this.answered(sentAt, shard);
           resolve(value);
         },
-        reject,
+        (error, sentAt) => {
+          if (!recover) return reject(error);
+          this.failed(error, sentAt, shard, key);
+          try {
+            resolve(recover());
+          } catch (failure) {
+            reject(failure);
+          }
+        },
       );
     });
   }

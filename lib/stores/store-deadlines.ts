@@ -40,10 +40,8 @@ export class StoreDeadlines {
   private stalledMs = 0;
   private expiring = false;
   private readonly every: number;
-  private readonly latencies = new Float64Array(SAMPLES);
-  private latencyCount = 0;
-  private readonly delays = new Float64Array(SAMPLES);
-  private delayCount = 0;
+  private readonly latencies = new RecentSamples();
+  private readonly delays = new RecentSamples();
 
   constructor(
     readonly timeoutMs: number,
@@ -77,7 +75,7 @@ export class StoreDeadlines {
       (value) => {
         if (entry.settled) return;
         entry.settled = true;
-        this.sample(this.latencies, this.latencyCount++, this.storeNow() - startedStoreTime);
+        this.latencies.add(this.storeNow() - startedStoreTime);
         onValue(value, sentAt);
       },
       (error: unknown) => {
@@ -91,8 +89,8 @@ export class StoreDeadlines {
   /** The store's and the process's recent timings (for health checks and metrics; never on the request path). */
   timings(): StoreTimings {
     return {
-      storeLatencyMs: summarise(this.latencies, this.latencyCount),
-      eventLoopDelayMs: summarise(this.delays, this.delayCount),
+      storeLatencyMs: this.latencies.summary(),
+      eventLoopDelayMs: this.delays.summary(),
     };
   }
 
@@ -131,7 +129,7 @@ export class StoreDeadlines {
       this.stopTicker();
       return;
     }
-    this.sample(this.delays, this.delayCount++, Math.max(0, late));
+    this.delays.add(Math.max(0, late));
     if (late > 0) this.stalledMs += late;
     // Deadlines are all timeoutMs long, so entries are in deadline order. Fail only after the poll phase.
     if (first.deadline <= now - this.stalledMs && !this.expiring) {
@@ -168,18 +166,24 @@ export class StoreDeadlines {
       this.head = 0;
     }
   }
-
-  private sample(ring: Float64Array, count: number, value: number): void {
-    ring[count % SAMPLES] = value;
-  }
 }
 
-function summarise(ring: Float64Array, count: number): { p50: number; p99: number; max: number } {
-  const n = Math.min(count, SAMPLES);
-  if (n === 0) return { p50: 0, p99: 0, max: 0 };
-  const sorted = Array.from(ring.subarray(0, n)).sort((a, b) => a - b);
-  const at = (q: number) => round(sorted[Math.min(n - 1, Math.floor(q * n))]);
-  return { p50: at(0.5), p99: at(0.99), max: round(sorted[n - 1]) };
+/** The last {@link SAMPLES} values of one measure, in a ring: bounded memory, percentiles only when asked. */
+class RecentSamples {
+  private readonly ring = new Float64Array(SAMPLES);
+  private count = 0;
+
+  add(value: number): void {
+    this.ring[this.count++ % SAMPLES] = value;
+  }
+
+  summary(): { p50: number; p99: number; max: number } {
+    const n = Math.min(this.count, SAMPLES);
+    if (n === 0) return { p50: 0, p99: 0, max: 0 };
+    const sorted = Array.from(this.ring.subarray(0, n)).sort((a, b) => a - b);
+    const at = (q: number) => round(sorted[Math.min(n - 1, Math.floor(q * n))]);
+    return { p50: at(0.5), p99: at(0.99), max: round(sorted[n - 1]) };
+  }
 }
 
 function round(ms: number): number {
