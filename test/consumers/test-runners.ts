@@ -1,6 +1,6 @@
 /**
- * README › "Testing your app" run in a consumer app by the test runners its line names: jest with the jest
- * config the README shows, read from README.md at run time so the check follows the README, and vitest with no
+ * docs/testing.md › "Testing your app" run in a consumer app by the test runners its line names: jest with the jest
+ * config the guide shows, read from docs/testing.md at run time so the check follows the README, and vitest with no
  * configuration of its own. Both run fixture/rate-limit.scenario.ts through their own spec file.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -10,7 +10,7 @@ import type { ConsumerLine } from './lines';
 
 const ROOT = join(__dirname, '..', '..');
 /** The README whose jest config is tested; CONSUMER_README tries another (a draft of a README change). */
-const README = process.env.CONSUMER_README ?? join(ROOT, 'README.md');
+const README = process.env.CONSUMER_README ?? join(ROOT, 'docs', 'testing.md');
 /**
  * vitest 5 needs Node 22.12 or later; 4 is the newest that runs on Node 20. Vite 8 compiles decorator metadata
  * as tsconfig.json asks; Vite 7 (esbuild, which vitest 4 also accepts) leaves it out and Nest cannot inject by type.

@@ -193,7 +193,7 @@ describe("the README's testing example", () => {
     const spec = readFileSync(join(__dirname, 'testing-kit-readme.spec.ts'), 'utf8')
       .replace("from '../../lib/testing'", "from 'nestjs-redis-ratelimit/testing'")
       .replace("from './testing-kit-app'", "from '../src/app.module'");
-    const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
+    const readme = readFileSync(join(__dirname, '../../docs/testing.md'), 'utf8');
     const section = readme.slice(readme.indexOf('## Testing your app'), readme.indexOf('\n## ', readme.indexOf('## Testing your app') + 1));
     const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map(([, code]) => code);
     expect(blocks).toEqual([`// test/cats.e2e-spec.ts\n${spec}`]);
