@@ -14,10 +14,10 @@
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
 import type { RateLimitDecision } from '../lib/interfaces/decision.interface';
 import type { RateLimitPolicy } from '../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../lib/rate-limit.engine';
+import { RateLimitEngine } from '../lib/pipeline/rate-limit.engine';
 import { RateLimiterService, type AcquireOptions } from '../lib/rate-limiter.service';
 import { paceOf, RateLimitWaiters, type AcquireTurn } from '../lib/service/waiters';
-import { MemoryStore } from '../lib/stores/memory.store';
+import { MemoryStore } from '../lib/stores/memory/memory.store';
 import { libraryClient } from '../test/support/redis-server';
 import { serviceOver } from '../test/support/store-chain';
 import { benchRedis, type BenchRedis } from './support/redis';

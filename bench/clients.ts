@@ -14,14 +14,14 @@
 import { performance } from 'node:perf_hooks';
 import { GlideClient } from '@valkey/valkey-glide';
 import { Redis } from 'ioredis';
-import { OWNED_CLIENT_DEFAULTS } from '../lib/stores/create-store';
+import { OWNED_CLIENT_DEFAULTS } from '../lib/pipeline/create-store';
 import { createClient } from 'redis';
 import { RateLimiterService } from '../lib';
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
-import { RateLimitEngine } from '../lib/rate-limit.engine';
+import { RateLimitEngine } from '../lib/pipeline/rate-limit.engine';
 import type { RateLimitDecision, RateLimitModuleOptions, RateLimitPolicy, RateLimitStore } from '../lib';
-import { createStore } from '../lib/stores/create-store';
-import type { RedisClient } from '../lib/stores/transports/client-types';
+import { createStore } from '../lib/pipeline/create-store';
+import type { RedisClient } from '../lib/interfaces/client-types';
 import { benchRedis } from './support/redis';
 import { fmtMicros, fmtRate, fmtRatios, heading, median, percentileSorted, table } from './support/report';
 import { selected, settings } from './support/settings';

@@ -11,7 +11,7 @@
  *   npm run bench:decisions      (BENCH_ROUNDS, BENCH_DECISION_MS, BENCH_DECISION_SCENARIOS, BENCH_ONLY, BENCH_QUICK)
  */
 import { Cluster, Redis } from 'ioredis';
-import { OWNED_CLIENT_DEFAULTS } from '../lib/stores/create-store';
+import { OWNED_CLIENT_DEFAULTS } from '../lib/pipeline/create-store';
 import { libraryCluster, startRedisCluster, type RedisClusterProcess } from '../test/support/redis-server';
 import { fallbackCount, runCell, walk, type Decide } from './support/decision-cell';
 import { CONCURRENCIES, DecisionResults, report } from './support/decision-report';

@@ -25,7 +25,7 @@ import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry
 import type { RateLimitDecision } from '../lib/interfaces/decision.interface';
 import type { RateLimitModuleOptions } from '../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../lib/interfaces/policy.interface';
-import { decisionKeyCount } from '../lib/stores/redis-codec';
+import { decisionKeyCount } from '../lib/stores/redis/redis-codec';
 import type { RateLimitStore } from '../lib/stores/store.interface';
 import { blockLoop } from '../test/support/stall';
 import { serviceOver } from '../test/support/store-chain';

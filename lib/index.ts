@@ -47,19 +47,19 @@ export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/de
 export { RateLimitConfigError } from './errors/rate-limit-config.error';
 export { RateLimitStoreError } from './errors/rate-limit-store.error';
 export { RateLimitWaitError, RateLimitShutdownError } from './errors/rate-limit-wait.error';
-export type { RateLimitClock } from './stores/memory.store';
-export type { RedisClient } from './stores/redis.store';
+export type { RateLimitClock } from './stores/memory/memory.store';
+export type { RedisClient } from './stores/redis/redis.store';
 export type {
   NodeRedisClientLike,
   NodeRedisClusterLike,
   NodeRedisScriptOptions,
   GlideClientLike,
   GlideScriptLike,
-} from './stores/transports/client-types';
+} from './interfaces/client-types';
 export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode, StoreFallback } from './stores/store.interface';
-export { RateLimitDenyList, DENY_RECHECK_MS, type RateLimitDenial } from './stores/deny-list';
+export { RateLimitDenyList, DENY_RECHECK_MS, type RateLimitDenial } from './pipeline/deny-list';
 export * from './algorithms';
-export { parseDuration } from './utils/duration';
+export { parseDuration } from './policy/duration';
 export { RateLimitGuard } from './rate-limit.guard';
 export {
   RateLimit,

@@ -1,26 +1,27 @@
 import { Inject, Injectable, Logger, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
-import { IntervalWarning } from './utils/interval-warning';
+import { IntervalWarning } from './shared/interval-warning';
 import { RateLimitContexts } from './contexts/create-context';
 import type { RateLimitContextAdapter, RateLimitRejection } from './contexts/rate-limit-context';
 import { HttpExchange } from './http/http-exchange';
-import { problemRejection, problemUnavailable } from './http/problem-details';
+import { problemRejection, problemUnavailable } from './contexts/problem-details';
 import { headerProfile, type RateLimitHeaderProfile } from './http/header-profiles';
 import { isViolated, retryAfterSeconds, writeRateLimitHeaders } from './http/rate-limit-headers';
 import { IpTrackers } from './http/tracker';
 import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
-import { failedClosed, RateLimitEngine } from './rate-limit.engine';
+import { failedClosed, RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
-import { charged, decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
+import { charged } from './pipeline/charges';
+import { decideRoute, trackerOf, type RouteOutcome } from './routes/decide-route';
 import { LeaseHeartbeats } from './routes/lease-heartbeats';
 import { planWithout, type RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import { RouteSettlements } from './routes/route-settlement';
 import { UserFunctionDeadlines } from './routes/user-function-deadlines';
 import type { RateLimitCall } from './stores/store.interface';
-import { trackerKeyPrefixes } from './utils/keys';
-import type { StringMemo } from './utils/string-memo';
+import { trackerKeyPrefixes } from './shared/keys';
+import type { StringMemo } from './shared/string-memo';
 
 const describeModuleSkipIf = () => 'RateLimitModule options: skipIf';
 

@@ -5,7 +5,7 @@ import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitEvents } from './events/rate-limit-events';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitHolds } from './http/request-holds';
-import { RateLimitEngine } from './rate-limit.engine';
+import { RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RateLimitGuard } from './rate-limit.guard';
 import {
   RATE_LIMIT_OPTIONS,
@@ -16,10 +16,10 @@ import {
 import { RateLimiterService } from './rate-limiter.service';
 import { RateLimitLeaseRoutes } from './routes/lease-routes';
 import { RateLimitRouteRegistry } from './routes/route-registry';
-import { createStore } from './stores/create-store';
+import { createStore } from './pipeline/create-store';
 import { describeStore } from './stores/store-description';
 import type { RateLimitStore } from './stores/store.interface';
-import { validateModuleOptions } from './utils/validate-options';
+import { validateModuleOptions } from './policy/validate-options';
 
 /** Longest the module waits at startup for a Redis connection before starting anyway (less when it is refused or denied). */
 const STARTUP_CONNECT_MS = 5_000;

@@ -6,13 +6,13 @@
 import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { RateLimiterService } from '../../lib';
-import { MemoryStore } from '../../lib/stores/memory.store';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { RateLimitAlgorithmName, RateLimitPolicy, RateLimitStore } from '../../lib';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
-import { createStore } from '../../lib/stores/create-store';
+import { createStore } from '../../lib/pipeline/create-store';
 import type { Decide } from './decision-cell';
 import { selected } from './settings';
 

@@ -1,5 +1,5 @@
 import type { RateLimitAlgorithmName } from '../interfaces/policy.interface';
-import type { CalendarPeriods } from '../utils/calendar';
+import type { CalendarPeriods } from './calendar-periods';
 
 /**
  * The numbers an algorithm decides with, resolved for one request. Integers; times in milliseconds.

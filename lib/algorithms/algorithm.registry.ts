@@ -2,7 +2,7 @@ import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitAlgorithmName } from '../interfaces/policy.interface';
 import type { RateLimitAlgorithm } from './algorithm.interface';
 import { ALGORITHM_CLASSES } from './index';
-import { describeValue } from '../utils/describe-value';
+import { describeValue } from '../shared/describe-value';
 
 /** Looks algorithms up by name. One instance per module (the Nest provider) or per standalone store. */
 export class RateLimitAlgorithmRegistry {

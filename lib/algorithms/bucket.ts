@@ -4,7 +4,7 @@
  * one unit is worth `windowMs` scaled units, and `limit` scaled units refill (or leak) per millisecond.
  * `debt` is how far the bucket is from full (0 = full, `burst × windowMs` = empty).
  */
-import { ceilDiv } from '../utils/math';
+import { ceilDiv } from '../shared/math';
 import type { AlgorithmParams, AlgorithmRefund, AlgorithmVerdict } from './algorithm.interface';
 
 /** The decision a bucket in debt `debt` (scaled units) gives a request of `cost` units. */

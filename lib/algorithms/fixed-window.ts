@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CalendarPeriods } from '../utils/calendar';
+import type { CalendarPeriods } from './calendar-periods';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
 import { chargedAt } from './charged-at';
 

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ceilDiv } from '../utils/math';
+import { ceilDiv } from '../shared/math';
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from './algorithm.interface';
 import { decideBucket, toVerdict } from './bucket';
 

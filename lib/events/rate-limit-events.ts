@@ -1,4 +1,4 @@
-import { IntervalWarning } from '../utils/interval-warning';
+import { IntervalWarning } from '../shared/interval-warning';
 import type { RateLimitHooks } from '../interfaces/module-options.interface';
 
 /**

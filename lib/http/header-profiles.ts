@@ -1,7 +1,7 @@
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitHeaderProfileName } from '../interfaces/module-options.interface';
 import type { RateLimitAlgorithmName } from '../interfaces/policy.interface';
-import { ceilDiv } from '../utils/math';
+import { ceilDiv } from '../shared/math';
 
 /** What a profile reads of the policy behind a decision, as the store call that decided it holds it. */
 export interface DecidedPolicy {

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { StringMemo } from '../utils/string-memo';
+import { StringMemo } from '../shared/string-memo';
 import { HandlerSettlement } from './handler-settlement';
 
 /** Set on a request once a rate-limit guard has decided it. */

@@ -2,7 +2,7 @@ import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorith
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitHeadersMode } from '../interfaces/module-options.interface';
 import type { RateLimitQuotaUnit } from '../interfaces/policy.interface';
-import { ceilDiv } from '../utils/math';
+import { ceilDiv } from '../shared/math';
 import type { DecidedPolicy, RateLimitHeaderProfile } from './header-profiles';
 
 /** Largest whole number a Structured Field integer may hold (RFC 9651 §3.3.1). */

@@ -2,8 +2,8 @@ import { isIP } from 'node:net';
 import type { ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitTracker } from '../interfaces/policy.interface';
-import { describeValue } from '../utils/describe-value';
-import { StringMemo } from '../utils/string-memo';
+import { describeValue } from '../shared/describe-value';
+import { StringMemo } from '../shared/string-memo';
 import { clientIpKey } from './client-ip';
 
 /** Who is calling, as one kind of execution context (HTTP, GraphQL, WebSocket, RPC) sees it. */

@@ -1,5 +1,5 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import type { GlideClientLike, NodeRedisClientLike } from '../stores/transports/client-types';
+import type { GlideClientLike, NodeRedisClientLike } from './client-types';
 import type { RateLimitDecision } from './decision.interface';
 import type { ExecutionContext } from '@nestjs/common';
 import type { RateLimitPolicy, RateLimitSkipIf } from './policy.interface';

@@ -1,6 +1,15 @@
 import type { RateLimitDecision } from './decision.interface';
 import type { Duration } from './policy.interface';
-import type { PartnerPauseOptions } from '../service/partner-response';
+
+/** Options of `RateLimiterService.pauseFromResponse` and `wrapFetch`. */
+export interface PartnerPauseOptions {
+  /**
+   * Longest pause a response may ask for; a longer one is cut to it (a partner's `Retry-After: 99999999`
+   * would otherwise stop every call for three years).
+   * @default '1d'
+   */
+  maxPause?: Duration;
+}
 
 /** Options of one programmatic decision. */
 export interface ConsumeOptions {

@@ -1,6 +1,6 @@
 import type { MeterProvider } from '@opentelemetry/api';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
-import { describeValue } from '../utils/describe-value';
+import { describeValue } from '../shared/describe-value';
 
 /** Options of `RateLimitOpenTelemetryModule.forRoot`. */
 export interface RateLimitOpenTelemetryOptions {

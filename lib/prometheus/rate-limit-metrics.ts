@@ -4,7 +4,7 @@ import { DECISION_DURATION_BUCKETS } from '../events/decision-telemetry';
 import { RateLimitEvents } from '../events/rate-limit-events';
 import type { RateLimitDecisionEvent } from '../interfaces/module-options.interface';
 import { RATE_LIMIT_STORE } from '../rate-limit.module-definition';
-import type { StoreTimings } from '../stores/store-deadlines';
+import type { StoreTimings } from '../pipeline/store-deadlines';
 import type { RateLimitStore } from '../stores/store.interface';
 
 /** Options of `RateLimitPrometheusModule.forRoot`. */

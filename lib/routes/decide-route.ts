@@ -1,9 +1,10 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { knownTracker, resolveTracker, type IpTrackers, type TrackerSource } from '../http/tracker';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
-import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../rate-limit.engine';
+import { charged, decidedAt } from '../pipeline/charges';
+import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
-import type { StringMemo } from '../utils/string-memo';
+import type { StringMemo } from '../shared/string-memo';
 import type { RoutePlan, TrackerGroup } from './route-plan';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
@@ -36,23 +37,9 @@ export interface RouteOutcome {
   nowMs: number | number[];
 }
 
-/**
- * Whether the store charged what `decision` allowed, so that a refund or a release may give it back. An answer
- * of the `fail-open` fallback took nothing anywhere; one of the `insurance` fallback took from the in-process
- * insurance store (and the store gives it back there, never to Redis).
- */
-export function charged(decision: RateLimitDecision, call: RateLimitCall): boolean {
-  return decision.allowed && (decision.reason !== 'store-unavailable' || call.fallback === 'insurance');
-}
-
 /** The tracker policy `i` of `outcome` was decided for. */
 export function trackerOf({ trackers }: RouteOutcome, i: number): string {
   return typeof trackers === 'string' ? trackers : trackers[i];
-}
-
-/** The store's time (ms) request `i` of a decision was decided, so charged, at. */
-export function decidedAt({ nowMs }: Pick<RouteOutcome, 'nowMs'>, i: number): number {
-  return typeof nowMs === 'number' ? nowMs : nowMs[i];
 }
 
 interface GroupResult {

@@ -1,7 +1,8 @@
 import type { RateLimitStore, RateLimitCall } from '../stores/store.interface';
 import { leaseRenewal } from '../service/lease';
-import { IntervalWarning } from '../utils/interval-warning';
-import { charged, type RouteOutcome } from './decide-route';
+import { IntervalWarning } from '../shared/interval-warning';
+import { charged } from '../pipeline/charges';
+import type { RouteOutcome } from './decide-route';
 import type { RoutePlan } from './route-plan';
 
 /** One held lease being kept alive. */

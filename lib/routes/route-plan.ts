@@ -4,11 +4,11 @@ import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registr
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { policyMember } from '../http/rate-limit-headers';
 import type { CalendarWindow, Duration, RateLimitPolicy, RateLimitTracker } from '../interfaces/policy.interface';
-import type { PolicyRequest } from '../rate-limit.engine';
-import { MemoryStore } from '../stores/memory.store';
+import type { PolicyRequest } from '../pipeline/rate-limit.engine';
+import { MemoryStore } from '../stores/memory/memory.store';
 import { MAX_POLICIES_PER_DECISION, type RateLimitStore } from '../stores/store.interface';
-import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../utils/compile-policy';
-import { policyWhere } from './policy-overrides';
+import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../policy/compile-policy';
+import { policyWhere } from '../policy/policy-overrides';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
 /** Most distinct dynamic policy shapes whose header member is remembered per policy. */

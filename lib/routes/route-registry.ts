@@ -6,7 +6,7 @@ import type { RateLimitModuleOptions } from '../interfaces/module-options.interf
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import { RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from '../rate-limit.decorator';
 import { RATE_LIMIT_OPTIONS } from '../rate-limit.module-definition';
-import { hasOverride, policyWhere, resolvePolicies, type InheritedPolicies } from './policy-overrides';
+import { hasOverride, policyWhere, resolvePolicies, type InheritedPolicies } from '../policy/policy-overrides';
 import { buildRoutePlan, type PlanSource, type RoutePlan } from './route-plan';
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type

@@ -1,12 +1,12 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { IntervalWarning } from '../utils/interval-warning';
+import { IntervalWarning } from '../shared/interval-warning';
 import type { RateLimitContextAdapter } from '../contexts/rate-limit-context';
 import { HandlerSettlement } from '../http/handler-settlement';
 import { HttpExchange } from '../http/http-exchange';
 import type { RateLimitSettle } from '../interfaces/policy.interface';
-import type { RateLimitEngine } from '../rate-limit.engine';
+import type { RateLimitEngine } from '../pipeline/rate-limit.engine';
 import { chargeOf, isCost, settleCharges, type Charge } from '../service/settlement';
-import { describeValue } from '../utils/describe-value';
+import { describeValue } from '../shared/describe-value';
 import type { RouteOutcome } from './decide-route';
 import type { PlannedPolicy, RoutePlan } from './route-plan';
 import type { UserFunctionDeadlines } from './user-function-deadlines';

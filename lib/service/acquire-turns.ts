@@ -1,5 +1,5 @@
-import type { CompiledPolicy } from '../utils/compile-policy';
-import { StringMemo } from '../utils/string-memo';
+import type { CompiledPolicy } from '../policy/compile-policy';
+import { StringMemo } from '../shared/string-memo';
 import type { AcquireTurn } from './waiters';
 
 /** Most keys whose turn one policy remembers: outbound keys (partners, tenants) are few. */

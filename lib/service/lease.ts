@@ -2,10 +2,10 @@ import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { Duration } from '../interfaces/policy.interface';
 import type { RateLimitLease } from '../interfaces/service.interface';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
-import type { RateLimitEngine } from '../rate-limit.engine';
+import type { RateLimitEngine } from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
-import { resolveParams, type CompiledPolicy } from '../utils/compile-policy';
-import { parseDuration } from '../utils/duration';
+import { resolveParams, type CompiledPolicy } from '../policy/compile-policy';
+import { parseDuration } from '../policy/duration';
 
 /**
  * The handle of a lease the engine decided on (`calls` took it when `decision` allowed). `assertOpen` throws

@@ -1,6 +1,8 @@
 import { parseHttpDate } from '../http/http-date';
 import { parseSfDictionary, parseSfList, type SfMember } from '../http/structured-fields';
-import type { Duration } from '../interfaces/policy.interface';
+import type { PartnerPauseOptions } from '../interfaces/service.interface';
+
+export type { PartnerPauseOptions };
 
 /**
  * Response headers as HTTP clients give them: a WHATWG `Headers` (fetch, undici) or anything else with a
@@ -19,16 +21,6 @@ export interface PartnerResponse {
   /** The status code (node:http, got, undici `request()`), read when `status` is absent. */
   statusCode?: number;
   headers: PartnerHeaders;
-}
-
-/** Options of `RateLimiterService.pauseFromResponse` and `wrapFetch`. */
-export interface PartnerPauseOptions {
-  /**
-   * Longest pause a response may ask for; a longer one is cut to it (a partner's `Retry-After: 99999999`
-   * would otherwise stop every call for three years).
-   * @default '1d'
-   */
-  maxPause?: Duration;
 }
 
 /** The default of {@link PartnerPauseOptions.maxPause}: one day. */

@@ -1,8 +1,8 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
-import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../rate-limit.engine';
+import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
 import { MAX_POLICIES_PER_DECISION } from '../stores/store.interface';
-import { describeValue } from '../utils/describe-value';
+import { describeValue } from '../shared/describe-value';
 import { chargeOf, isCost, settleCharges, type Charge } from './settlement';
 
 /**

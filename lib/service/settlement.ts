@@ -1,6 +1,6 @@
 import type { RateLimitDecision } from '../interfaces/decision.interface';
-import type { RateLimitEngine } from '../rate-limit.engine';
-import { charged, decidedAt } from '../routes/decide-route';
+import type { RateLimitEngine } from '../pipeline/rate-limit.engine';
+import { charged, decidedAt } from '../pipeline/charges';
 import type { RateLimitCall } from '../stores/store.interface';
 
 /**

@@ -1,6 +1,6 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RateLimitShutdownError, RateLimitWaitError } from '../errors/rate-limit-wait.error';
-import { describeValue } from '../utils/describe-value';
+import { describeValue } from '../shared/describe-value';
 
 /** What the errors of a wait name: the tracker and the policy. */
 interface Named {

@@ -1,20 +1,7 @@
+import { MAX_LOCKOUT_MS, type LockoutEscalation } from '../policy/compile-escalation';
+
+export { MAX_LOCKOUT_MS };
 import type { StoreDecision, StoreVerdict } from './store.interface';
-
-/**
- * Longest lockout, escalation cap, forgiveness period or deny, ms (100 years). Every key keeps a TTL, and
- * server times plus these stay below 10^14, which Lua still prints as whole numbers.
- */
-export const MAX_LOCKOUT_MS = 3_155_760_000_000;
-
-/** A policy's `escalate`, in ms (see {@link RateLimitEscalation}). */
-export interface LockoutEscalation {
-  /** Each lockout lasts this many times the one before. */
-  readonly factor: number;
-  /** Longest lockout. */
-  readonly maxMs: number;
-  /** Quiet time after a lockout's end after which the offence count starts over. */
-  readonly forgiveAfterMs: number;
-}
 
 /**
  * What a lockout (or deny) key holds, as decide.lua writes `<until>[:<offences>][|<note>]`: a plain

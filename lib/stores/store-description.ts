@@ -1,4 +1,5 @@
 import type { ClusterNode, RedisOptions } from 'ioredis';
+import { hidePassword } from '../shared/hide-password';
 import {
   isGlideClient,
   isGlideCluster,
@@ -7,7 +8,7 @@ import {
   type GlideClientLike,
   type NodeRedisClientLike,
   type RedisClient,
-} from './transports/client-types';
+} from '../interfaces/client-types';
 
 /** What the module logs at startup for the in-process memory store. */
 export const MEMORY_STORE_DESCRIPTION =
@@ -97,20 +98,6 @@ function hostPort(host: string, port: number): string {
 }
 
 /**
- * `url` with the passwords replaced by `***`, for messages: the user info's, and query parameters ioredis reads
- * as options (`?password=`, `?sentinelPassword=`).
- * @example hidePassword('redis://app:secret@cache:6379') // 'redis://app:***@cache:6379'
- */
-export function hidePassword(url: string): string {
-  return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/)?([^/]*)@/i, (_match, scheme: string | undefined, userInfo: string) => {
-      const colon = userInfo.indexOf(':');
-      return `${scheme ?? ''}${colon === -1 ? userInfo : `${userInfo.slice(0, colon)}:***`}@`;
-    })
-    .replace(/([?&][a-z]*password=)[^&#]*/gi, '$1***');
-}
-
-/**
  * Why a connection failed, in one line: the error's message, every attempt's message for an `AggregateError`
  * (a host name resolving to several addresses) and the last node's error for a cluster that found no node.
  */
@@ -142,3 +129,5 @@ export function isDefiniteConnectionError(error: Error): boolean {
     /^(WRONGPASS|NOAUTH|NOPERM)\b|invalid password/i.test(error.message)
   );
 }
+
+export { hidePassword };

@@ -1,6 +1,13 @@
 import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
-import type { LockoutEscalation } from './lockouts';
-import type { StoreTimings } from './store-deadlines';
+import type { LockoutEscalation } from '../policy/compile-escalation';
+
+/** How long the store and this process each took, in ms, over the last 1,024 calls or ticks. */
+export interface StoreTimings {
+  /** Time the store took to answer (what the deadline judges): median, 99th percentile and largest. */
+  storeLatencyMs: { p50: number; p99: number; max: number };
+  /** This process's own delays seen while calls were in flight (event-loop stalls), which no deadline counts. */
+  eventLoopDelayMs: { p50: number; p99: number; max: number };
+}
 
 /** Most policies decided together in one store call (routes and `consumeAll` are checked against it). */
 export const MAX_POLICIES_PER_DECISION = 8;

@@ -1,5 +1,5 @@
 import type { Duration } from '../interfaces/policy.interface';
-import { parseDuration } from '../utils/duration';
+import { parseDuration } from '../policy/duration';
 
 /**
  * Where a {@link RateLimitTestClock} starts: 2025-01-01T00:00:00.000Z, a whole number of every second,

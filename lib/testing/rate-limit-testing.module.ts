@@ -3,9 +3,9 @@ import { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { RateLimitModule } from '../rate-limit.module';
 import { RATE_LIMIT_OPTIONS, RATE_LIMIT_STORE, type RateLimitModuleExtras } from '../rate-limit.module-definition';
-import { createStore } from '../stores/create-store';
+import { createStore } from '../pipeline/create-store';
 import type { RateLimitStore } from '../stores/store.interface';
-import { validateModuleOptions } from '../utils/validate-options';
+import { validateModuleOptions } from '../policy/validate-options';
 import { RATE_LIMIT_TEST_START, RateLimitTestClock } from './rate-limit-test-clock';
 
 /** Options of {@link RateLimitTestingModule.forRoot}: the module's, without a store to choose. */

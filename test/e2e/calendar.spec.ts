@@ -2,7 +2,7 @@ import { Controller, Get, Logger, type ExecutionContext, type INestApplication, 
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
 import { RateLimit, RateLimitModule, type CalendarWindow } from '../../lib';
-import { MemoryStore } from '../../lib/stores/memory.store';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { RATE_LIMIT_STORE } from '../../lib/rate-limit.module-definition';
 import { RateLimitTestClock, RateLimitTestingModule } from '../../lib/testing';
 import { AppModule } from '../../sample/app.module';

@@ -12,11 +12,11 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import { secondsUntilMore } from '../../lib/http/header-profiles';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { MemoryStore } from '../../lib/stores/memory.store';
-import { RedisStore } from '../../lib/stores/redis.store';
-import type { RedisClient } from '../../lib/stores/transports/client-types';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
+import type { RedisClient } from '../../lib/interfaces/client-types';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
 import { REDIS_CLIENTS } from '../support/redis-clients';
 import { startRedis, type RedisProcess } from '../support/redis-server';

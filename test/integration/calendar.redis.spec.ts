@@ -13,16 +13,16 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import { RateLimitStoreError } from '../../lib/errors/rate-limit-store.error';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
-import { MemoryStore } from '../../lib/stores/memory.store';
-import { RedisStore } from '../../lib/stores/redis.store';
-import { ResilientStore } from '../../lib/stores/resilient.store';
+import { createStore } from '../../lib/pipeline/create-store';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
+import { ResilientStore } from '../../lib/pipeline/resilient.store';
 import type { RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
-import { CalendarPeriods, CalendarWindows } from '../../lib/utils/calendar';
-import { compilePolicy, type CompiledPolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { CalendarPeriods, CalendarWindows } from '../../lib/policy/calendar';
+import { compilePolicy, type CompiledPolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 import {
   libraryClient,
   libraryCluster,

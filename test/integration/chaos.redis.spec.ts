@@ -16,7 +16,7 @@ import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
-import type { RedisClient } from '../../lib/stores/transports/client-types';
+import type { RedisClient } from '../../lib/interfaces/client-types';
 import { REDIS_CLIENTS } from '../support/redis-clients';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 import { serviceOver } from '../support/store-chain';

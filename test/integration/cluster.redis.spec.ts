@@ -17,13 +17,13 @@ import type { RateLimitDecision } from '../../lib/interfaces/decision.interface'
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
+import { createStore } from '../../lib/pipeline/create-store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
-import type { RedisClient } from '../../lib/stores/transports/client-types';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { encodeTracker, trackerKeyPrefix } from '../../lib/utils/keys';
+import type { RedisClient } from '../../lib/interfaces/client-types';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { encodeTracker, trackerKeyPrefix } from '../../lib/shared/keys';
 import { REDIS_CLIENTS } from '../support/redis-clients';
 import { libraryCluster, startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
 import { serviceOver } from '../support/store-chain';

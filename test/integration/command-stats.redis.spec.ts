@@ -11,11 +11,11 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine, type PolicyRequest } from '../../lib/rate-limit.engine';
+import { RateLimitEngine, type PolicyRequest } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
-import { MAX_BATCH, RedisStore } from '../../lib/stores/redis.store';
-import { compilePolicy } from '../../lib/utils/compile-policy';
+import { OWNED_CLIENT_DEFAULTS } from '../../lib/pipeline/create-store';
+import { MAX_BATCH, RedisStore } from '../../lib/stores/redis/redis.store';
+import { compilePolicy } from '../../lib/policy/compile-policy';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 
 const ALGORITHMS = RATE_LIMIT_ALGORITHMS;

@@ -12,11 +12,11 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import { RateLimitStoreError } from '../../lib/errors/rate-limit-store.error';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
-import { DENY_RECHECK_MS } from '../../lib/stores/deny-list';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { createStore } from '../../lib/pipeline/create-store';
+import { DENY_RECHECK_MS } from '../../lib/pipeline/deny-list';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { memoryHarness, T0 } from '../support/memory-harness';
 import {

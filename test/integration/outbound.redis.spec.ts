@@ -14,9 +14,9 @@ import { RateLimitStoreError } from '../../lib/errors/rate-limit-store.error';
 import { RateLimitWaitError } from '../../lib/errors/rate-limit-wait.error';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
+import { createStore } from '../../lib/pipeline/create-store';
 import type { DecisionMode, RateLimitCall, RateLimitStore } from '../../lib/stores/store.interface';
 import { runOutboundWorkers } from '../support/outbound-workers';
 import {

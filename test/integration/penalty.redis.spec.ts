@@ -7,10 +7,10 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { createStore } from '../../lib/pipeline/create-store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import { memoryHarness } from '../support/memory-harness';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 

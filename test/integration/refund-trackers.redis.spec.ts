@@ -5,10 +5,10 @@
  */
 import type { Cluster } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
-import { RateLimitEngine, type PolicyRequest } from '../../lib/rate-limit.engine';
-import { RedisStore } from '../../lib/stores/redis.store';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { RateLimitEngine, type PolicyRequest } from '../../lib/pipeline/rate-limit.engine';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 import { libraryCluster, startRedisCluster, type RedisClusterProcess } from '../support/redis-server';
 
 const registry = new RateLimitAlgorithmRegistry();

@@ -15,13 +15,13 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { StoreDecision } from '../../lib/stores/store.interface';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
-import { ceilDiv } from '../../lib/utils/math';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
+import { ceilDiv } from '../../lib/shared/math';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 import { runWorkers } from '../support/workers';
 

@@ -11,7 +11,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import type { RateLimiterService } from '../../lib/rate-limiter.service';
-import { hashSlot } from '../../lib/stores/cluster-slot';
+import { hashSlot } from '../../lib/stores/redis/cluster-slot';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { libraryCluster, startRedisCluster, type RedisClusterProcess } from '../support/redis-server';
 import { serviceOver } from '../support/store-chain';

@@ -1,6 +1,6 @@
 /**
  * The rules a decision script must meet to run on Valkey and Dragonfly as well as on Redis, checked over the
- * scripts as they are now (every `.lua` file of lib/algorithms and the scripts the store composes from them):
+ * scripts as they are now (every `.lua` file of lib/stores/redis/scripts and the scripts the store composes from them):
  *  1. No construct of one Lua version only: Redis and Valkey run Lua 5.1, Dragonfly Lua 5.4. (Neither server
  *     can be installed here: Debian 12 packages neither.)
  *  2. Under a stock Lua 5.4 (`lua5.4`, test/support/lua54-harness.lua), the scripts compile, send exactly the
@@ -21,13 +21,13 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
-import { MemoryStore } from '../../lib/stores/memory.store';
-import { appendCall, isLone, luaScript, type LuaScript } from '../../lib/stores/redis-codec';
-import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis-scripts';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import { appendCall, isLone, luaScript, type LuaScript } from '../../lib/stores/redis/redis-codec';
+import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
-import { compilePolicy, type CompiledPolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { compilePolicy, type CompiledPolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 
 const ALGORITHM_DIR = join(__dirname, '..', '..', 'lib', 'algorithms');

@@ -8,13 +8,13 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { MemoryStore } from '../../lib/stores/memory.store';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 
 type StoreName = 'memory' | 'redis';

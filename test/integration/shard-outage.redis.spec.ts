@@ -17,10 +17,10 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { OWNED_CLIENT_DEFAULTS } from '../../lib/pipeline/create-store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 import { backOnRedis, slotOwners, steadyLoad, trackersByMaster, type Sample } from '../support/master-outage';
 import { libraryCluster, startRedis, startRedisCluster, type RedisClusterProcess, type RedisProcess } from '../support/redis-server';
 import { ownedClientOf, serviceOver } from '../support/store-chain';

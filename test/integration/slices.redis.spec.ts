@@ -6,7 +6,7 @@
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { SLICE_LIFETIME_MS } from '../../lib/stores/slicing.store';
+import { SLICE_LIFETIME_MS } from '../../lib/pipeline/slicing.store';
 import { scriptCalls as scriptCallsOf } from '../support/redis-server';
 import { servicesOnRedis } from '../support/services-on-redis';
 

@@ -6,9 +6,9 @@ import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitStoreError } from '../../lib/errors/rate-limit-store.error';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import { startRedis, type RedisProcess } from '../support/redis-server';
 
 const PREFIX = 'wt';

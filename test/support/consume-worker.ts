@@ -21,8 +21,8 @@ async function main(): Promise<void> {
   const { readyThenGo } = require('./worker-go') as typeof import('./worker-go');
   const { RateLimitAlgorithmRegistry } =
     require('../../lib/algorithms/algorithm.registry') as typeof import('../../lib/algorithms/algorithm.registry');
-  const { RedisStore } = require('../../lib/stores/redis.store') as typeof import('../../lib/stores/redis.store');
-  const { RateLimitEngine } = require('../../lib/rate-limit.engine') as typeof import('../../lib/rate-limit.engine');
+  const { RedisStore } = require('../../lib/stores/redis/redis.store') as typeof import('../../lib/stores/redis/redis.store');
+  const { RateLimitEngine } = require('../../lib/pipeline/rate-limit.engine') as typeof import('../../lib/pipeline/rate-limit.engine');
   const { RateLimiterService } = require('../../lib/rate-limiter.service') as typeof import('../../lib/rate-limiter.service');
   type Name = import('../../lib/interfaces/policy.interface').RateLimitAlgorithmName;
 

@@ -4,7 +4,7 @@
  * itself, and when the killed master's keys are decided by Redis again.
  */
 import type { Redis } from 'ioredis';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 
 /** One decision: the master serving its tracker (by port), when it was answered, and whether Redis decided it. */
 export interface Sample {

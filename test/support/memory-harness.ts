@@ -1,7 +1,7 @@
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { MemoryStore } from '../../lib/stores/memory.store';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
 
 /** A multiple of every window the unit tests use, so fixed windows start exactly at T0. */
 export const T0 = 1_700_000_000_000;

@@ -13,9 +13,9 @@
 import { Cluster, Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { DecisionMode, RateLimitCall } from '../../lib/stores/store.interface';
 import { readyThenGo } from './worker-go';
 

@@ -14,7 +14,7 @@
  */
 import type { GlideClient } from '@valkey/valkey-glide';
 import type { Cluster, Redis } from 'ioredis';
-import type { RedisClient } from '../../lib/stores/transports/client-types';
+import type { RedisClient } from '../../lib/interfaces/client-types';
 import { libraryClient, libraryCluster } from './redis-server';
 
 /** A cluster node address, as the test cluster lists its startup nodes. */

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { OWNED_CLIENT_DEFAULTS } from '../../lib/stores/create-store';
+import { OWNED_CLIENT_DEFAULTS } from '../../lib/pipeline/create-store';
 
 /** A redis-server process this test started, on a free port, with no persistence. */
 export interface RedisProcess {

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { decisionKeyCount } from '../../lib/stores/redis-codec';
+import { decisionKeyCount } from '../../lib/stores/redis/redis-codec';
 
 /** Blocks this process's event loop for `ms`, as a GC pause, a slow handler or a saturated CPU does. */
 export function blockLoop(ms: number): void {

@@ -1,10 +1,10 @@
 import type { Redis } from 'ioredis';
 import type { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { createStore } from '../../lib/stores/create-store';
-import { RedisStore } from '../../lib/stores/redis.store';
+import { createStore } from '../../lib/pipeline/create-store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 
 /**

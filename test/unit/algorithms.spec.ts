@@ -10,10 +10,10 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
-import { parseDuration } from '../../lib/utils/duration';
+import { parseDuration } from '../../lib/policy/duration';
 
 const L = 4;
 const W = 1000;

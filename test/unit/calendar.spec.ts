@@ -10,8 +10,8 @@ import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import { RateLimitStoreError } from '../../lib/errors/rate-limit-store.error';
 import { policyMember } from '../../lib/http/rate-limit-headers';
 import type { CalendarWindow, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { CalendarPeriods, CalendarWindows } from '../../lib/utils/calendar';
-import { compilePolicy, resolveParams } from '../../lib/utils/compile-policy';
+import { CalendarPeriods, CalendarWindows } from '../../lib/policy/calendar';
+import { compilePolicy, resolveParams } from '../../lib/policy/compile-policy';
 import { memoryHarness } from '../support/memory-harness';
 
 const S = 1000;

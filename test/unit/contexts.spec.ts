@@ -17,7 +17,7 @@ import { RpcRateLimitContext } from '../../lib/contexts/rpc.context';
 import { WsRateLimitContext } from '../../lib/contexts/ws.context';
 import { headerProfile } from '../../lib/http/header-profiles';
 import { IpTrackers, resolveTracker } from '../../lib/http/tracker';
-import { validateModuleOptions } from '../../lib/utils/validate-options';
+import { validateModuleOptions } from '../../lib/policy/validate-options';
 
 class MathController {
   sum() {}

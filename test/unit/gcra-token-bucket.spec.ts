@@ -7,11 +7,11 @@
  */
 import fc from 'fast-check';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
-import { MemoryStore } from '../../lib/stores/memory.store';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import type { StoreDecision } from '../../lib/stores/store.interface';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 
 const registry = new RateLimitAlgorithmRegistry();
 

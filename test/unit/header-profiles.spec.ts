@@ -7,7 +7,7 @@ import { parseList } from 'structured-headers';
 import { RateLimitConfigError, type RateLimitDecision } from '../../lib';
 import { headerProfile, type DecidedPolicy } from '../../lib/http/header-profiles';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { validateModuleOptions } from '../../lib/utils/validate-options';
+import { validateModuleOptions } from '../../lib/policy/validate-options';
 import { memoryHarness, T0 } from '../support/memory-harness';
 
 const S = 1000;

@@ -2,8 +2,8 @@
  * Tracker → key encoding: no client can pick a tracker that lands on another client's key, break the key
  * layout (`:`), or move the key to another cluster slot (`{`, `}`).
  */
-import { encodeTracker, trackerKeyPrefix, trackerKeyPrefixes } from '../../lib/utils/keys';
-import { StringMemo } from '../../lib/utils/string-memo';
+import { encodeTracker, trackerKeyPrefix, trackerKeyPrefixes } from '../../lib/shared/keys';
+import { StringMemo } from '../../lib/shared/string-memo';
 
 /** The cluster hash tag of a key: the part between the first `{` and the next `}` (when non-empty). */
 function hashTag(key: string): string {

@@ -2,13 +2,13 @@ import { Logger } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine, type PolicyRequest } from '../../lib/rate-limit.engine';
+import { RateLimitEngine, type PolicyRequest } from '../../lib/pipeline/rate-limit.engine';
 import { LeaseHeartbeats } from '../../lib/routes/lease-heartbeats';
-import { MemoryStore } from '../../lib/stores/memory.store';
-import { RedisStore } from '../../lib/stores/redis.store';
-import { ResilientStore } from '../../lib/stores/resilient.store';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import { RedisStore } from '../../lib/stores/redis/redis.store';
+import { ResilientStore } from '../../lib/pipeline/resilient.store';
 import type { RateLimitCall, RateLimitStore } from '../../lib/stores/store.interface';
-import { compilePolicy } from '../../lib/utils/compile-policy';
+import { compilePolicy } from '../../lib/policy/compile-policy';
 import { T0 } from '../support/memory-harness';
 
 /** One slot, a 300 ms lease: renewed every 100 ms while its work runs. */

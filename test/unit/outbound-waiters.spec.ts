@@ -11,9 +11,9 @@ import { RateLimitShutdownError, RateLimitWaitError } from '../../lib/errors/rat
 import type { RateLimitDecision } from '../../lib/interfaces/decision.interface';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService, type AcquireOptions } from '../../lib/rate-limiter.service';
-import { MemoryStore } from '../../lib/stores/memory.store';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
 
 /** A whole number of seconds, so fixed windows start exactly here. */
 const T0 = Date.UTC(2025, 0, 1);

@@ -7,8 +7,8 @@
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { compilePolicy, type CompiledPolicy } from '../../lib/utils/compile-policy';
-import { contentKey, PolicyCache } from '../../lib/utils/policy-cache';
+import { compilePolicy, type CompiledPolicy } from '../../lib/policy/compile-policy';
+import { contentKey, PolicyCache } from '../../lib/policy/policy-cache';
 import { memoryHarness } from '../support/memory-harness';
 
 const registry = new RateLimitAlgorithmRegistry();

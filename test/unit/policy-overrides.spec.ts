@@ -8,8 +8,8 @@ import { Controller, Get, type Type } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { RateLimit, RateLimitModule, type RateLimitModuleOptions, type RateLimitPolicy, type RateLimitPolicyOverride } from '../../lib';
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
-import { resolvePolicies, type InheritedPolicies } from '../../lib/routes/policy-overrides';
-import { validateModuleOptions } from '../../lib/utils/validate-options';
+import { resolvePolicies, type InheritedPolicies } from '../../lib/policy/policy-overrides';
+import { validateModuleOptions } from '../../lib/policy/validate-options';
 
 const BURST: RateLimitPolicy = { name: 'burst', algorithm: 'token-bucket', limit: 10, window: '1s', burst: 20, by: 'user', blockFor: '1m' };
 const DAILY: RateLimitPolicy = { name: 'daily', algorithm: 'fixed-window', limit: 1000, window: '1d' };

@@ -4,7 +4,7 @@ import { ExecutionContextHost } from '@nestjs/core/internal';
 import { Test } from '@nestjs/testing';
 import { RateLimit, RateLimitExceededException, RateLimitGuard, RateLimitModule, type RateLimitModuleOptions } from '../../lib';
 import type { RateLimitRouteRegistry } from '../../lib/routes/route-registry';
-import type { RateLimitEngine } from '../../lib/rate-limit.engine';
+import type { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import type { RateLimitHolds } from '../../lib/http/request-holds';
 
 /** A guard whose registry has no plan for anything, and the spy that tells whether it was asked. */

@@ -6,7 +6,7 @@
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { compilePolicy } from '../../lib/utils/compile-policy';
+import { compilePolicy } from '../../lib/policy/compile-policy';
 import { memoryHarness } from '../support/memory-harness';
 
 const W = 10_000;

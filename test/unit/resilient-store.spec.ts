@@ -7,11 +7,11 @@ import { Logger } from '@nestjs/common';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitStoreError } from '../../lib/errors/rate-limit-store.error';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine, type PolicyRequest } from '../../lib/rate-limit.engine';
-import { ResilientStore, type ResilientStoreOptions } from '../../lib/stores/resilient.store';
+import { RateLimitEngine, type PolicyRequest } from '../../lib/pipeline/rate-limit.engine';
+import { ResilientStore, type ResilientStoreOptions } from '../../lib/pipeline/resilient.store';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback } from '../../lib/stores/store.interface';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 
 type Behaviour = 'ok' | 'hang' | 'fail' | 'slow';
 

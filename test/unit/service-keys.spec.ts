@@ -9,11 +9,11 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import { IpTrackers, resolveTracker, serviceTracker, type TrackerSource } from '../../lib/http/tracker';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
-import { MemoryStore } from '../../lib/stores/memory.store';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 
 const BARE_IP = (ip: string) =>
   `key: "${ip}" is a bare IP address, which names no tracker: write 'ip:${ip}' for the client at that address, or 'by:${ip}' for a value your by function returns.`;

@@ -1,12 +1,12 @@
 /** SheddingStore's synchronous answer: a remembered rejection needs no promise, anything else is the store's. */
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
-import { SheddingStore } from '../../lib/stores/shedding.store';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
+import { SheddingStore } from '../../lib/pipeline/shedding.store';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
-import { LocalLeases } from '../../lib/stores/local-leases';
-import { MemoryStore } from '../../lib/stores/memory.store';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { LocalLeases } from '../../lib/stores/memory/local-leases';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 
 /** Rejects everything with a 1 s wait, and counts how often it was asked. */
 class RejectingStore implements RateLimitStore {

@@ -8,7 +8,7 @@ import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { SkipRateLimit } from '../../lib/rate-limit.decorator';
 import { buildRoutePlan, planWithout } from '../../lib/routes/route-plan';
-import { validateModuleOptions } from '../../lib/utils/validate-options';
+import { validateModuleOptions } from '../../lib/policy/validate-options';
 
 const registry = new RateLimitAlgorithmRegistry();
 const A: RateLimitPolicy = { name: 'a', algorithm: 'fixed-window', limit: 1, window: '1s' };

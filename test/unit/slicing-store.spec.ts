@@ -2,13 +2,13 @@
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../../lib/errors/rate-limit-config.error';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
-import { MemoryStore } from '../../lib/stores/memory.store';
-import { ResilientStore } from '../../lib/stores/resilient.store';
-import { SlicingStore } from '../../lib/stores/slicing.store';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import { ResilientStore } from '../../lib/pipeline/resilient.store';
+import { SlicingStore } from '../../lib/pipeline/slicing.store';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
-import { compilePolicy } from '../../lib/utils/compile-policy';
-import { trackerKeyPrefix } from '../../lib/utils/keys';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { trackerKeyPrefix } from '../../lib/shared/keys';
 
 const registry = new RateLimitAlgorithmRegistry();
 

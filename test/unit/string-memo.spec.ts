@@ -5,7 +5,7 @@
  * so one-off keys never push out the ones that come back, and it stops looking keys up while nearly none
  * are found.
  */
-import { StringMemo } from '../../lib/utils/string-memo';
+import { StringMemo } from '../../lib/shared/string-memo';
 
 /** A memo of `key.length` that records every key it had to make a value for. */
 function recording(maxSize?: number, options?: ConstructorParameters<typeof StringMemo>[2]) {

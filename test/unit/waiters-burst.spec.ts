@@ -9,9 +9,9 @@
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { RateLimitShutdownError, RateLimitWaitError } from '../../lib/errors/rate-limit-wait.error';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../../lib/rate-limit.engine';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService, type AcquireOptions } from '../../lib/rate-limiter.service';
-import { MemoryStore } from '../../lib/stores/memory.store';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
 
 /** A whole number of seconds. */
 const T0 = Date.UTC(2025, 0, 1);

@@ -3,10 +3,10 @@ import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registr
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { CalendarWindow, Duration, RateLimitPolicy } from '../interfaces/policy.interface';
 import { CALENDAR_EXAMPLE, calendarNeedsFixedWindow, calendarWindowsFor, isCalendarWindow, type CalendarWindows } from './calendar';
-import type { LockoutEscalation } from '../stores/lockouts';
+import type { LockoutEscalation } from './compile-escalation';
 import { compileEscalation } from './compile-escalation';
 import { parseDuration } from './duration';
-import { describeValue } from './describe-value';
+import { describeValue } from '../shared/describe-value';
 
 /** A policy validated once, with everything that does not depend on the request already computed. */
 export interface CompiledPolicy {

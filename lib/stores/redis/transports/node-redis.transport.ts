@@ -1,8 +1,8 @@
 import { Logger } from '@nestjs/common';
-import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
+import { RateLimitStoreError } from '../../../errors/rate-limit-store.error';
 import { hashSlot } from '../cluster-slot';
 import type { LuaScript } from '../redis-codec';
-import { isNodeRedisCluster, type NodeRedisClientLike, type NodeRedisClusterLike } from './client-types';
+import { isNodeRedisCluster, type NodeRedisClientLike, type NodeRedisClusterLike } from '../../../interfaces/client-types';
 import { isNoScript, untilReady, type RedisScriptTransport, type ScriptRunner } from './redis-transport';
 
 /** What the transport reads of a node-redis cluster to follow a failover (see {@link NodeRedisTransport}). */

@@ -1,8 +1,23 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitEscalation } from '../interfaces/policy.interface';
-import { MAX_LOCKOUT_MS, type LockoutEscalation } from '../stores/lockouts';
-import { describeValue } from './describe-value';
+import { describeValue } from '../shared/describe-value';
 import { parseDuration } from './duration';
+
+/**
+ * Longest lockout, escalation cap, forgiveness period or deny, ms (100 years). Every key keeps a TTL, and
+ * server times plus these stay below 10^14, which Lua still prints as whole numbers.
+ */
+export const MAX_LOCKOUT_MS = 3_155_760_000_000;
+
+/** A policy's `escalate`, in ms (see {@link RateLimitEscalation}). */
+export interface LockoutEscalation {
+  /** Each lockout lasts this many times the one before. */
+  readonly factor: number;
+  /** Longest lockout. */
+  readonly maxMs: number;
+  /** Quiet time after a lockout's end after which the offence count starts over. */
+  readonly forgiveAfterMs: number;
+}
 
 const FIELDS = new Set(['factor', 'max', 'forgiveAfter']);
 /** Largest factor: lockouts stay exact integers (the cap times the factor stays below 2^53). */

@@ -1,7 +1,7 @@
-import type { AlgorithmParams, AlgorithmVerdict } from '../algorithms/algorithm.interface';
-import { LruMap } from '../utils/lru-map';
-import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from './lockouts';
-import type { RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, DecisionMode } from './store.interface';
+import type { AlgorithmParams, AlgorithmVerdict } from '../../algorithms/algorithm.interface';
+import { LruMap } from '../../shared/lru-map';
+import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from '../lockouts';
+import type { RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, DecisionMode } from '../store.interface';
 
 /** A source of time in milliseconds; tests inject a fake one. */
 export type RateLimitClock = () => number;

@@ -1,6 +1,6 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { Duration } from '../interfaces/policy.interface';
-import { describeValue } from './describe-value';
+import { describeValue } from '../shared/describe-value';
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const DURATION_PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;

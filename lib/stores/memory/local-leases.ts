@@ -1,5 +1,5 @@
-import { LruMap } from '../utils/lru-map';
-import type { RateLimitCall, StoreDecision } from './store.interface';
+import { LruMap } from '../../shared/lru-map';
+import type { RateLimitCall, StoreDecision } from '../store.interface';
 
 /**
  * Keys with a higher limit are not tracked: their leases could not be counted in little memory, and a

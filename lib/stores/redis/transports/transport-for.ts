@@ -1,5 +1,5 @@
-import { RateLimitConfigError } from '../../errors/rate-limit-config.error';
-import { isGlideClient, isIoredisClient, isNodeRedisClient, type RedisClient } from './client-types';
+import { RateLimitConfigError } from '../../../errors/rate-limit-config.error';
+import { isGlideClient, isIoredisClient, isNodeRedisClient, type RedisClient } from '../../../interfaces/client-types';
 import { GlideTransport } from './glide.transport';
 import { IoredisTransport } from './ioredis.transport';
 import { NodeRedisTransport } from './node-redis.transport';

@@ -1,8 +1,8 @@
-import { LocalLeases } from './local-leases';
-import { penalizeIn, pingStore } from './store-health';
-import { LruMap } from '../utils/lru-map';
+import { LocalLeases } from '../stores/memory/local-leases';
+import { penalizeIn, pingStore } from '../stores/store-health';
+import { LruMap } from '../shared/lru-map';
 import type { StoreTimings } from './store-deadlines';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../stores/store.interface';
 
 interface Shed {
   /** Local time the rejection stops being certain, ms. */

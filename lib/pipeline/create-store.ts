@@ -1,15 +1,15 @@
 import type { Redis, RedisOptions } from 'ioredis';
 import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
-import { MemoryStore, type RateLimitClock } from './memory.store';
-import { RedisStore } from './redis.store';
+import { MemoryStore, type RateLimitClock } from '../stores/memory/memory.store';
+import { RedisStore } from '../stores/redis/redis.store';
 import { ResilientStore } from './resilient.store';
 import { SheddingStore } from './shedding.store';
 import { SlicingStore } from './slicing.store';
-import { describeRedis } from './store-description';
-import type { RateLimitStore } from './store.interface';
-import { isRedisClient } from './transports/client-types';
-import { loadIoredis } from './transports/ioredis.transport';
+import { describeRedis } from '../stores/store-description';
+import type { RateLimitStore } from '../stores/store.interface';
+import { isRedisClient } from '../interfaces/client-types';
+import { loadIoredis } from '../stores/redis/transports/ioredis.transport';
 
 /**
  * Defaults for clients this library creates: fail fast instead of queueing while disconnected (a rate

@@ -1,5 +1,5 @@
 import type { LuaScript } from '../redis-codec';
-import { isDefiniteConnectionError } from '../store-description';
+import { isDefiniteConnectionError } from '../../store-description';
 
 /** Runs one script with the number of keys it was prepared for; resolves to the script's reply. */
 export type ScriptRunner = (keys: string[], args: string[]) => Promise<unknown>;

@@ -1,10 +1,10 @@
 import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
-import { MemoryStore } from './memory.store';
-import { describeCause } from './store-description';
+import { MemoryStore } from '../stores/memory/memory.store';
+import { describeCause } from '../stores/store-description';
 import { StoreDeadlines, type StoreTimings } from './store-deadlines';
-import { penalizeIn, pingStore } from './store-health';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
+import { penalizeIn, pingStore } from '../stores/store-health';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
 
 /** Options of {@link ResilientStore}. */
 export interface ResilientStoreOptions {

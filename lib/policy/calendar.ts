@@ -1,10 +1,12 @@
-import type { AlgorithmParams } from '../algorithms/algorithm.interface';
+import { CalendarPeriods } from '../algorithms/calendar-periods';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { CalendarWindow, RateLimitAlgorithmName } from '../interfaces/policy.interface';
-import { describeValue } from './describe-value';
-import { LruMap } from './lru-map';
+import { describeValue } from '../shared/describe-value';
+import { LruMap } from '../shared/lru-map';
 import { startOfWall, TimeZoneClock } from './time-zone-clock';
+
+export { CalendarPeriods };
 
 const UNITS: ReadonlySet<string> = new Set(['day', 'week', 'month']);
 const FIELDS: ReadonlySet<string> = new Set(['calendar', 'timeZone', 'weekStartsOn']);
@@ -30,70 +32,6 @@ interface CalendarSpec {
   zone: TimeZoneClock;
   /** `unit:weekStartsOn:zone`, the cache key. */
   key: string;
-}
-
-/**
- * Four consecutive period starts `b0 < b1 < b2 < b3` of one calendar window (in ms), computed around an
- * instant of this host's clock that lies in `[b1, b2)`. The store picks the period holding its own now
- * (`[b0, b1)`, `[b1, b2)` or `[b2, b3)`), so a store whose clock is a little ahead or behind still counts in
- * the right period; the period's start is the window id, the next start its end.
- */
-export class CalendarPeriods {
-  /** `[b0,b1,b2,b3]`, as the Redis script reads a calendar window (see `fixed-window.lua`). */
-  readonly json: string;
-  private memo: AlgorithmParams | undefined;
-
-  /**
-   * @param starts the four period starts, ascending.
-   * @param recompute the periods of the same calendar window around another instant.
-   */
-  constructor(
-    readonly starts: readonly [number, number, number, number],
-    private readonly recompute: (nowMs: number) => CalendarPeriods,
-  ) {
-    this.json = `[${starts.join(',')}]`;
-  }
-
-  /** Whether one of the three periods holds `nowMs`. */
-  holds(nowMs: number): boolean {
-    return nowMs >= this.starts[0] && nowMs < this.starts[3];
-  }
-
-  /**
-   * The start of the period holding `nowMs` (the window id); as `fixed-window.lua` does, a store error when
-   * none does: the store's clock is a whole period away from the clock the periods were computed on.
-   */
-  startAt(nowMs: number): number {
-    const [b0, b1, b2, b3] = this.starts;
-    if (nowMs < b0 || nowMs >= b3) {
-      throw new RateLimitStoreError(
-        `calendar window: the store's clock (${nowMs} ms) is outside the periods computed on this host (${b0} to ${b3} ms): the clocks differ by more than a period.`,
-        { outage: false },
-      );
-    }
-    return nowMs < b1 ? b0 : nowMs < b2 ? b1 : b2;
-  }
-
-  /** The end of the period starting at `start` (one of the first three starts). */
-  endOf(start: number): number {
-    return this.starts[this.starts.indexOf(start) + 1];
-  }
-
-  /**
-   * The algorithm's params: `windowMs` is the current period's length (`b2 - b1`: 23 h on a spring-forward
-   * day, 28 days in a February), which the `RateLimit-Policy` header states as `w`. Remembered for the last
-   * limit and burst asked, so a fixed policy allocates nothing per request.
-   */
-  params(limit: number, burst: number): AlgorithmParams {
-    const memo = this.memo;
-    if (memo !== undefined && memo.limit === limit && memo.burst === burst) return memo;
-    return (this.memo = { limit, windowMs: this.starts[2] - this.starts[1], burst, periods: this });
-  }
-
-  /** The periods of the same calendar window around `nowMs` (this object itself while it holds `nowMs` in `[b1, b2)`). */
-  around(nowMs: number): CalendarPeriods {
-    return nowMs >= this.starts[1] && nowMs < this.starts[2] ? this : this.recompute(nowMs);
-  }
 }
 
 /**

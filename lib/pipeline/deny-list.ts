@@ -2,11 +2,11 @@ import { FixedWindowAlgorithm } from '../algorithms/fixed-window';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { Duration } from '../interfaces/policy.interface';
-import { describeValue } from '../utils/describe-value';
-import { parseDuration } from '../utils/duration';
-import { LruMap } from '../utils/lru-map';
-import { deniedDecision, MAX_LOCKOUT_MS } from './lockouts';
-import type { RateLimitCall, RateLimitStore, StoreDecision } from './store.interface';
+import { describeValue } from '../shared/describe-value';
+import { parseDuration } from '../policy/duration';
+import { LruMap } from '../shared/lru-map';
+import { deniedDecision, MAX_LOCKOUT_MS } from '../stores/lockouts';
+import type { RateLimitCall, RateLimitStore, StoreDecision } from '../stores/store.interface';
 
 /** A tracker's deny, as {@link RateLimiterService.denied} reports it. */
 export interface RateLimitDenial {

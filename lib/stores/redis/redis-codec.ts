@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { RateLimitStoreError } from '../errors/rate-limit-store.error';
-import type { RateLimitCall, StoreDecision, StoreVerdict, VerdictReason } from './store.interface';
+import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
+import type { RateLimitCall, StoreDecision, StoreVerdict, VerdictReason } from '../store.interface';
 
 /**
  * The wire format of the decision scripts (algorithms/decide.lua), shared by every Redis client's transport:

@@ -1,12 +1,7 @@
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
+import type { StoreTimings } from '../stores/store.interface';
 
-/** How long the store and this process each took, in ms, over the last {@link SAMPLES} calls or ticks. */
-export interface StoreTimings {
-  /** Time the store took to answer (what the deadline judges): median, 99th percentile and largest. */
-  storeLatencyMs: { p50: number; p99: number; max: number };
-  /** This process's own delays seen while calls were in flight (event-loop stalls), which no deadline counts. */
-  eventLoopDelayMs: { p50: number; p99: number; max: number };
-}
+export type { StoreTimings };
 
 /** A call in flight: its deadline in store time, and how it ends. */
 interface Pending {

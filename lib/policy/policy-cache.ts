@@ -1,6 +1,6 @@
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import type { CompiledPolicy } from './compile-policy';
-import { LruMap } from './lru-map';
+import { LruMap } from '../shared/lru-map';
 
 /**
  * Longest content key kept, in UTF-16 code units. A valid policy's key is far shorter (names and scopes are

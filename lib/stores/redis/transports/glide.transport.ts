@@ -1,5 +1,5 @@
 import type { LuaScript } from '../redis-codec';
-import { isGlideCluster, type GlideClientLike, type GlideScriptLike } from './client-types';
+import { isGlideCluster, type GlideClientLike, type GlideScriptLike } from '../../../interfaces/client-types';
 import type { RedisScriptTransport, ScriptRunner } from './redis-transport';
 
 /** The part of `@valkey/valkey-glide` this transport loads: its `Script` class. */

@@ -1,5 +1,5 @@
-import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
-import { RateLimitStoreError } from '../errors/rate-limit-store.error';
+import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
+import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
 import {
   appendCall,
@@ -19,12 +19,12 @@ import {
   type RateLimitCall,
   type RateLimitStore,
   type StoreDecision,
-} from './store.interface';
-import type { RedisClient } from './transports/client-types';
+} from '../store.interface';
+import type { RedisClient } from '../../interfaces/client-types';
 import { isServerReply, type RedisScriptTransport, type ScriptRunner } from './transports/redis-transport';
 import { transportFor } from './transports/transport-for';
 
-export type { RedisClient } from './transports/client-types';
+export type { RedisClient } from '../../interfaces/client-types';
 
 /** A script reply: integers, and an error message in the place of a decision that failed. */
 type Reply = ReadonlyArray<number | string>;

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { AlgorithmParams } from './algorithms/algorithm.interface';
-import type { RateLimitDecision } from './interfaces/decision.interface';
-import type { RateLimitDecisionEvent, RateLimitModuleOptions } from './interfaces/module-options.interface';
-import { RateLimitDenyList } from './stores/deny-list';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback, StoreVerdict } from './stores/store.interface';
-import type { CompiledPolicy } from './utils/compile-policy';
-import { DENY_KEY_SUFFIX } from './utils/keys';
-import { StringMemo } from './utils/string-memo';
+import type { AlgorithmParams } from '../algorithms/algorithm.interface';
+import type { RateLimitDecision } from '../interfaces/decision.interface';
+import type { RateLimitDecisionEvent, RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { RateLimitDenyList } from './deny-list';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback, StoreVerdict } from '../stores/store.interface';
+import type { CompiledPolicy } from '../policy/compile-policy';
+import { DENY_KEY_SUFFIX } from '../shared/keys';
+import { StringMemo } from '../shared/string-memo';
 
 /** One policy of a decision, with its per-request values resolved. */
 export interface PolicyRequest {

@@ -1,7 +1,7 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RATE_LIMIT_CONTEXT_TYPES, RATE_LIMIT_HEADER_PROFILES, type RateLimitModuleOptions } from '../interfaces/module-options.interface';
-import { hidePassword } from '../stores/store-description';
-import { describeValue } from './describe-value';
+import { hidePassword } from '../shared/hide-password';
+import { describeValue } from '../shared/describe-value';
 
 const KNOWN_OPTIONS = new Set([
   'redis',

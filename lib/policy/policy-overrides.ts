@@ -1,6 +1,6 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitPolicy, RateLimitPolicyOverride } from '../interfaces/policy.interface';
-import { describeValue } from '../utils/describe-value';
+import { describeValue } from '../shared/describe-value';
 
 /** A policy as `@RateLimit` or `defaultPolicy` states it: complete, or an override of an inherited one. */
 export type DeclaredPolicy = RateLimitPolicy | RateLimitPolicyOverride;

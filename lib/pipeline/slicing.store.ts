@@ -1,7 +1,7 @@
-import { LruMap } from '../utils/lru-map';
-import { penalizeIn, pingStore } from './store-health';
+import { LruMap } from '../shared/lru-map';
+import { penalizeIn, pingStore } from '../stores/store-health';
 import type { StoreTimings } from './store-deadlines';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from './store.interface';
+import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
 
 /** How long a slice is spent after the store granted it, ms; what is left then is given back. */
 export const SLICE_LIFETIME_MS = 1_000;

@@ -1,6 +1,6 @@
 import type * as Ioredis from 'ioredis';
 import type { Cluster, Command, Redis, RedisOptions } from 'ioredis';
-import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
+import { RateLimitStoreError } from '../../../errors/rate-limit-store.error';
 import type { LuaScript } from '../redis-codec';
 import { isNoScript, untilReady, type RedisScriptTransport, type ScriptCall, type ScriptRunner } from './redis-transport';
 

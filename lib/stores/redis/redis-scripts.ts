@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RateLimitAlgorithm } from '../algorithms/algorithm.interface';
+import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 
-const DISPATCHER = readFileSync(join(__dirname, '..', 'algorithms', 'decide.lua'), 'utf8');
-const LONE = readFileSync(join(__dirname, '..', 'algorithms', 'lone.lua'), 'utf8');
-const DECIDE_ONE = readFileSync(join(__dirname, '..', 'algorithms', 'decide-one.lua'), 'utf8');
-const BUCKET = readFileSync(join(__dirname, '..', 'algorithms', 'bucket.lua'), 'utf8');
-const STATE = readFileSync(join(__dirname, '..', 'algorithms', 'state.lua'), 'utf8');
+const DISPATCHER = readFileSync(join(__dirname, '..', '..', 'algorithms', 'decide.lua'), 'utf8');
+const LONE = readFileSync(join(__dirname, '..', '..', 'algorithms', 'lone.lua'), 'utf8');
+const DECIDE_ONE = readFileSync(join(__dirname, '..', '..', 'algorithms', 'decide-one.lua'), 'utf8');
+const BUCKET = readFileSync(join(__dirname, '..', '..', 'algorithms', 'bucket.lua'), 'utf8');
+const STATE = readFileSync(join(__dirname, '..', '..', 'algorithms', 'state.lua'), 'utf8');
 
 /**
  * Builds the decision script for a set of algorithms: the dispatcher with their fragments spliced in.

@@ -1,10 +1,10 @@
-import type { RateLimitRejection } from '../contexts/rate-limit-context';
+import type { RateLimitRejection } from './rate-limit-context';
 import {
   PROBLEM_JSON_CONTENT_TYPE,
   RateLimitExceededProblemException,
   RateLimitStoreUnavailableProblemException,
 } from '../rate-limit.exception';
-import type { HttpExchange } from './http-exchange';
+import type { HttpExchange } from '../http/http-exchange';
 
 /**
  * The 429 of a controller call as RFC 9457 problem details (`errorFormat: 'problem+json'`), after setting
