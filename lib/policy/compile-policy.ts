@@ -168,6 +168,25 @@ function parseWindow(window: Duration, algorithm: RateLimitAlgorithm, field: str
   return parseDuration(window, field, algorithm.name === 'fixed-window' ? CALENDAR_EXAMPLE : undefined);
 }
 
+/**
+ * Throws a {@link RateLimitConfigError} when `compiled`'s fixed `cost` is more than its algorithm can ever admit,
+ * its capacity: `burst` for `token-bucket`, `gcra` and `leaky-bucket` (which defaults to `limit`), `limit` for
+ * the others (`concurrency`: units leased at once). Such a policy would reject every request forever, so a route
+ * that has one fails at bootstrap. Only what is known then is checked: a `cost` function, or a `limit` function
+ * without a fixed `burst`, is left to each request (which is rejected, with a message saying retrying will not
+ * help). Not called for programmatic calls: a cost above capacity there is one rejected call, as any that does not fit.
+ */
+export function assertCostFits({ policy, algorithm, name, staticCost }: CompiledPolicy, where: string): void {
+  const field = algorithm.usesBurst && policy.burst !== undefined ? 'burst' : 'limit';
+  const capacity = policy[field];
+  if (staticCost === undefined || typeof capacity !== 'number' || staticCost <= capacity) return;
+  const raise = field === 'limit' && algorithm.usesBurst ? `raise limit (or set burst, which defaults to limit)` : `raise ${field}`;
+  throw new RateLimitConfigError(
+    `${where}: cost: ${staticCost} is more than policy '${name}' (${algorithm.name}) can ever admit, its ${field} of ${capacity}, ` +
+      `so every request would be rejected; lower cost to at most ${capacity}, or ${raise} to at least ${staticCost}.`,
+  );
+}
+
 /** Validates a cost: a whole number ≥ 0. */
 export function cost(value: unknown, field: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {

@@ -7,7 +7,7 @@ import type { CalendarWindow, Duration, RateLimitPolicy, RateLimitTracker } from
 import type { PolicyRequest } from '../pipeline/rate-limit.engine';
 import { MemoryStore } from '../stores/memory/memory.store';
 import { MAX_POLICIES_PER_DECISION, type RateLimitStore } from '../stores/store.interface';
-import { compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../policy/compile-policy';
+import { assertCostFits, compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../policy/compile-policy';
 import { policyWhere } from '../policy/policy-overrides';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
@@ -169,7 +169,10 @@ export interface PlanSource {
   skip?: { onHandler: readonly string[]; onClass: readonly string[] };
 }
 
-/** Validates and compiles a route's policies; throws a {@link RateLimitConfigError} naming the field. */
+/**
+ * Validates and compiles a route's policies; throws a {@link RateLimitConfigError} naming the field, also for a
+ * fixed cost no request could ever fit ({@link assertCostFits}).
+ */
 export function buildRoutePlan(
   { policies, where, wheres, route, scopeKey, skip }: PlanSource,
   registry: RateLimitAlgorithmRegistry,
@@ -184,7 +187,9 @@ export function buildRoutePlan(
   }
   const planned = policies.map((policy, i) => {
     const at = wheres?.[i] ?? policyWhere(where, i, policies.length);
-    return new PlannedPolicy(compilePolicy(policy, registry, at, scopeKey), at);
+    const compiled = compilePolicy(policy, registry, at, scopeKey);
+    assertCostFits(compiled, at);
+    return new PlannedPolicy(compiled, at);
   });
   assertDistinctNames(planned, where);
   if (!skip) return planOf(route, planned);

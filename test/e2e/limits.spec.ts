@@ -51,7 +51,8 @@ class CatsController {
   }
 
   @Get('expensive')
-  @RateLimit({ ...BUCKET, cost: 5, name: 'big' })
+  // A cost function: a fixed cost above the capacity fails at bootstrap, one known only per request is rejected.
+  @RateLimit({ ...BUCKET, cost: () => 5, name: 'big' })
   expensive() {
     return 'never';
   }

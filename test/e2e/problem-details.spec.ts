@@ -38,7 +38,8 @@ class ProblemController {
   }
 
   @Get('huge')
-  @RateLimit({ name: 'big', algorithm: 'token-bucket', limit: 2, window: '1s', cost: 5 })
+  // A cost function: a fixed cost above the capacity fails at bootstrap, one known only per request is rejected.
+  @RateLimit({ name: 'big', algorithm: 'token-bucket', limit: 2, window: '1s', cost: () => 5 })
   huge() {
     return 'huge';
   }
