@@ -9,7 +9,7 @@
 import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
-import type { RateLimitAlgorithm } from '../lib';
+import type { RateLimitAlgorithm } from '../lib/algorithms/algorithm.interface';
 import { composeLoneScript } from '../lib/stores/redis/redis-scripts';
 import { DENY_KEY_SUFFIX } from '../lib/shared/keys';
 import { benchRedis } from './support/redis';

@@ -1,23 +1,12 @@
+/**
+ * The public surface: what the README and docs/ document, nothing internal. Stores, the engine, the
+ * algorithm classes and DI tokens used only inside are not exported; optional integrations live in their
+ * subpaths (`nestjs-redis-ratelimit/testing`, `/prometheus`, `/terminus`, `/event-emitter`, `/opentelemetry`).
+ */
+
+// The module and its options.
 export { RateLimitModule } from './rate-limit.module';
-export { RATE_LIMIT_OPTIONS, type RateLimitModuleExtras, type RateLimitOptionsFactory } from './rate-limit.module-definition';
-export {
-  RateLimiterService,
-  type ConsumeOptions,
-  type MultiDecision,
-  type AcquireOptions,
-  type WrapFetchOptions,
-  type RateLimitLease,
-} from './rate-limiter.service';
-export {
-  DEFAULT_MAX_PAUSE_MS,
-  pauseAskedMs,
-  type PartnerResponse,
-  type PartnerHeaders,
-  type PartnerPauseOptions,
-} from './service/partner-response';
-export { DEFAULT_MAX_WAITERS } from './service/waiters';
-export type { RateLimitReservation } from './service/reservation';
-export { RateLimitEvents, RATE_LIMIT_EVENTS } from './events/rate-limit-events';
+export { RATE_LIMIT_OPTIONS, type RateLimitOptionsFactory } from './rate-limit.module-definition';
 export type {
   RateLimitModuleOptions,
   RateLimitHeadersMode,
@@ -28,6 +17,18 @@ export type {
   RateLimitErrorMessage,
   RateLimitErrorFormat,
 } from './interfaces/module-options.interface';
+export type { RedisClient } from './stores/redis/redis.store';
+export type {
+  NodeRedisClientLike,
+  NodeRedisClusterLike,
+  NodeRedisScriptOptions,
+  GlideClientLike,
+  GlideScriptLike,
+} from './interfaces/client-types';
+export type { RateLimitClock } from './stores/memory/memory.store';
+
+// Policies and decisions.
+export { RATE_LIMIT_ALGORITHMS } from './interfaces/policy.interface';
 export type {
   RateLimitPolicy,
   RateLimitPolicyOverride,
@@ -41,26 +42,11 @@ export type {
   RateLimitQuotaUnit,
   RateLimitEscalation,
 } from './interfaces/policy.interface';
-export { RATE_LIMIT_ALGORITHMS } from './interfaces/policy.interface';
-export { RATE_LIMIT_CONTEXT_TYPES } from './interfaces/module-options.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
-export { RateLimitConfigError } from './errors/rate-limit-config.error';
-export { RateLimitStoreError } from './errors/rate-limit-store.error';
-export { RateLimitWaitError, RateLimitShutdownError } from './errors/rate-limit-wait.error';
-export type { RateLimitClock } from './stores/memory/memory.store';
-export type { RedisClient } from './stores/redis/redis.store';
-export type {
-  NodeRedisClientLike,
-  NodeRedisClusterLike,
-  NodeRedisScriptOptions,
-  GlideClientLike,
-  GlideScriptLike,
-} from './interfaces/client-types';
-export type { RateLimitStore, RateLimitCall, StoreDecision, StoreVerdict, DecisionMode, StoreFallback } from './stores/store.interface';
-export { RateLimitDenyList, DENY_RECHECK_MS, type RateLimitDenial } from './pipeline/deny-list';
-export * from './algorithms';
 export { parseDuration } from './policy/duration';
-export { RateLimitGuard } from './rate-limit.guard';
+export { clientIpKey } from './http/client-ip';
+
+// Routes: decorators and the guard.
 export {
   RateLimit,
   SkipRateLimit,
@@ -69,6 +55,27 @@ export {
   type RateLimitMetadata,
   type RateLimitMetadataDecorator,
 } from './rate-limit.decorator';
+export { RateLimitGuard } from './rate-limit.guard';
+
+// Programmatic use: quotas, administration, outbound throttling.
+export { RateLimiterService } from './rate-limiter.service';
+export { RateLimitAdmin, type RateLimitDenial } from './rate-limit-admin.service';
+export { RateLimitOutbound } from './rate-limit-outbound.service';
+export type {
+  ConsumeOptions,
+  MultiDecision,
+  AcquireOptions,
+  WrapFetchOptions,
+  RateLimitLease,
+  PartnerPauseOptions,
+} from './interfaces/service.interface';
+export type { RateLimitReservation } from './service/reservation';
+export { pauseAskedMs, type PartnerResponse, type PartnerHeaders } from './service/partner-response';
+
+// Events.
+export { RateLimitEvents, RATE_LIMIT_EVENTS } from './events/rate-limit-events';
+
+// Rejections and errors.
 export {
   RateLimitExceededException,
   RateLimitStoreUnavailableException,
@@ -84,4 +91,6 @@ export {
 } from './rate-limit.exception';
 export type { RateLimitWsErrorPayload } from './contexts/ws.context';
 export type { RateLimitRpcErrorPayload } from './contexts/rpc.context';
-export { clientIpKey } from './http/client-ip';
+export { RateLimitConfigError } from './errors/rate-limit-config.error';
+export { RateLimitStoreError } from './errors/rate-limit-store.error';
+export { RateLimitWaitError, RateLimitShutdownError } from './errors/rate-limit-wait.error';

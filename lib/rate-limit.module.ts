@@ -13,7 +13,10 @@ import {
   RateLimitConfigurableModule,
   type RateLimitModuleExtras,
 } from './rate-limit.module-definition';
+import { RateLimitAdmin } from './rate-limit-admin.service';
+import { RateLimitOutbound } from './rate-limit-outbound.service';
 import { RateLimiterService } from './rate-limiter.service';
+import { ServiceCalls } from './service/service-calls';
 import { RateLimitLeaseRoutes } from './routes/lease-routes';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import { createStore } from './pipeline/create-store';
@@ -66,6 +69,15 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
       useFactory: (store: RateLimitStore, options: RateLimitModuleOptions, events: RateLimitEvents) =>
         new RateLimitEngine(store, { ...options, hooks: events.hooks }),
     },
+    // One ServiceCalls for the three programmatic injectables: a policy compiles once, shutdown closes all three.
+    {
+      provide: ServiceCalls,
+      inject: [RateLimitEngine, RateLimitAlgorithmRegistry, RATE_LIMIT_OPTIONS],
+      useFactory: (engine: RateLimitEngine, registry: RateLimitAlgorithmRegistry, options: RateLimitModuleOptions) =>
+        new ServiceCalls(engine, registry, options),
+    },
+    RateLimitAdmin,
+    RateLimitOutbound,
     RateLimiterService,
     RateLimitRouteRegistry,
     // Before Nest builds its routes: lease routes get the interceptor that sees their handler settle.
@@ -82,12 +94,13 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
   ],
   exports: [
     RateLimiterService,
+    RateLimitAdmin,
+    RateLimitOutbound,
     RateLimitEngine,
     RateLimitEvents,
     RATE_LIMIT_STORE,
     RATE_LIMIT_OPTIONS,
     RateLimitAlgorithmRegistry,
-    ...ALGORITHM_CLASSES,
     RateLimitRouteRegistry,
     RateLimitHolds,
     RateLimitGuard,

@@ -1,38 +1,36 @@
-import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Optional, type BeforeApplicationShutdown, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitConfigError } from './errors/rate-limit-config.error';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
-import { RateLimitShutdownError } from './errors/rate-limit-wait.error';
-import { parseDuration } from './policy/duration';
-import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './pipeline/rate-limit.engine';
-import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
-import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
-import { compilePolicy, cost as validCost, type CompiledPolicy } from './policy/compile-policy';
-import { trackerKeyPrefix } from './shared/keys';
-import { describeValue } from './shared/describe-value';
-import { penalizeIn } from './stores/store-health';
+import type {
+  AcquireOptions,
+  ConsumeOptions,
+  MultiDecision,
+  PartnerPauseOptions,
+  RateLimitLease,
+  WrapFetchOptions,
+} from './interfaces/service.interface';
 import type { RateLimitDenial } from './pipeline/deny-list';
-import { StringMemo } from './shared/string-memo';
-import { serviceTracker } from './http/tracker';
-import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
+import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './pipeline/rate-limit.engine';
+import { RateLimitAdmin } from './rate-limit-admin.service';
+import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
+import { RateLimitOutbound } from './rate-limit-outbound.service';
 import { leaseOf } from './service/lease';
-import type { AcquireOptions, ConsumeOptions, MultiDecision, RateLimitLease, WrapFetchOptions } from './interfaces/service.interface';
-import { PolicyCache } from './policy/policy-cache';
-import { paceOf, RateLimitWaiters, type AcquireTurn } from './service/waiters';
-import { AcquireTurns } from './service/acquire-turns';
-import { DEFAULT_MAX_PAUSE_MS, pauseAskedMs, type PartnerPauseOptions, type PartnerResponse } from './service/partner-response';
-import { obeyPartner, PartnerPauseFailures } from './service/partner-fetch';
+import type { PartnerResponse } from './service/partner-response';
+import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
+import { ServiceCalls } from './service/service-calls';
+import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
+import { penalizeIn } from './stores/store-health';
 
 export type { AcquireOptions, ConsumeOptions, MultiDecision, RateLimitLease, WrapFetchOptions } from './interfaces/service.interface';
 
-/** Counters of programmatic calls live under this scope unless the policy sets `scope`. */
-const SERVICE_SCOPE = 'svc';
-
 /**
- * Rate limiting without HTTP: jobs, queues, outbound calls, anything keyed by a string.
- * Counters are shared with routes only through a policy `scope`.
+ * Rate limiting without HTTP: jobs, queues, anything keyed by a string — take, peek, reserve, refund, penalise,
+ * lease. Counters are shared with routes only through a policy `scope`. Administration (block, deny) is
+ * {@link RateLimitAdmin}'s and outbound throttling (acquire, wrapFetch) {@link RateLimitOutbound}'s; the methods
+ * of theirs this class still has are deprecated and delegate to them.
  *
  * Every method's `key` names a tracker: `ip:<address>` the client at that address (normalised as the guard
  * does), `user:<id>` a user, `by:<value>` (or any other string, such as `'acme'`) the tracker of a `by`
@@ -44,28 +42,26 @@ const SERVICE_SCOPE = 'svc';
  */
 @Injectable()
 export class RateLimiterService implements BeforeApplicationShutdown, OnApplicationShutdown {
-  /** Compiled policies by identity, and by content for inline objects (see {@link PolicyCache}). */
-  private readonly compiled = new PolicyCache((policy) => compilePolicy(policy, this.registry, 'RateLimiterService', SERVICE_SCOPE));
-  /** The calls waiting in `acquire`, one first-come-first-served queue per counter. */
-  private readonly waiters: RateLimitWaiters;
-  private readonly pauseFailures: PartnerPauseFailures;
-  /** Set when the module is about to close the store: no call reaches it any more. */
-  private closed = false;
-  /** Each recent key's key prefix (`<prefix>:{<tracker>}:`), the key read as {@link serviceTracker} reads it. */
-  private readonly trackerPrefixes: StringMemo<string>;
-  /** The turns of recent `acquire` calls, shared by the calls on one policy + key + cost. */
-  private readonly turns = new AcquireTurns((compiled, key, cost) => this.newTurn(compiled, key, cost));
+  private readonly calls: ServiceCalls;
+  private readonly admin: RateLimitAdmin;
+  private readonly outbound: RateLimitOutbound;
 
+  /**
+   * Built by the module, which shares its {@link ServiceCalls}, {@link RateLimitAdmin} and
+   * {@link RateLimitOutbound} with it; built by hand (`new RateLimiterService(engine, registry, options)`), it
+   * makes its own.
+   */
   constructor(
-    private readonly engine: RateLimitEngine,
-    private readonly registry: RateLimitAlgorithmRegistry,
+    engine: RateLimitEngine,
+    registry: RateLimitAlgorithmRegistry,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
+    @Optional() calls?: ServiceCalls,
+    @Optional() admin?: RateLimitAdmin,
+    @Optional() outbound?: RateLimitOutbound,
   ) {
-    const prefix = options.prefix ?? 'rl';
-    const ipv6Subnet = options.ipv6Subnet ?? 64;
-    this.trackerPrefixes = new StringMemo((key) => trackerKeyPrefix(prefix, serviceTracker(key, ipv6Subnet)));
-    this.waiters = new RateLimitWaiters(options.maxWaiters);
-    this.pauseFailures = new PartnerPauseFailures(options.storeErrorLogIntervalMs ?? 10_000, options.hooks?.storeError);
+    this.calls = calls ?? new ServiceCalls(engine, registry, options);
+    this.admin = admin ?? new RateLimitAdmin(this.calls);
+    this.outbound = outbound ?? new RateLimitOutbound(this.calls, options);
   }
 
   /** Takes `cost` units (default 1) from `key`'s quota under `policy`; a rejection takes nothing. */
@@ -78,10 +74,10 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * Policies must have distinct names.
    */
   async consumeAll(policies: readonly RateLimitPolicy[], key: string, options: ConsumeOptions = {}): Promise<MultiDecision> {
-    const requests = policies.map((policy) => this.request(policy, options.cost));
+    const requests = policies.map((policy) => this.calls.request(policy, options.cost));
     assertDistinctNames(requests);
-    const { allowed, decisions } = await this.engine.decide(this.trackerPrefix(key), requests, 'consume');
-    this.assertOpen();
+    const { allowed, decisions } = await this.calls.engine.decide(this.calls.trackerPrefix(key), requests, 'consume');
+    this.calls.assertOpen();
     return { allowed, decisions };
   }
 
@@ -99,11 +95,11 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     key: string,
     options: ConsumeOptions = {},
   ): Promise<RateLimitReservation> {
-    const requests = ([] as RateLimitPolicy[]).concat(policies).map((policy) => this.request(policy, options.cost));
+    const requests = ([] as RateLimitPolicy[]).concat(policies).map((policy) => this.calls.request(policy, options.cost));
     assertReservable(requests);
-    const result = await this.engine.decide(this.trackerPrefix(key), requests, 'consume');
-    this.assertOpen();
-    return reservationOf(this.engine, result, () => this.assertOpen());
+    const result = await this.calls.engine.decide(this.calls.trackerPrefix(key), requests, 'consume');
+    this.calls.assertOpen();
+    return reservationOf(this.calls.engine, result, () => this.calls.assertOpen());
   }
 
   /** What `consume` would decide now, without taking anything. */
@@ -111,10 +107,9 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     return this.decideOne(policy, key, options, 'peek');
   }
 
-  /** Restores `key`'s full quota under `policy` and lifts any lockout. */
-  async reset(policy: RateLimitPolicy, key: string): Promise<void> {
-    const [call] = this.engine.calls(this.trackerPrefix(key), [this.request(policy, 0)]);
-    await this.engine.store.delete([call.stateKey, call.blockKey]);
+  /** Restores `key`'s full quota under `policy` and lifts any lockout (as `RateLimitAdmin.reset`). */
+  reset(policy: RateLimitPolicy, key: string): Promise<void> {
+    return this.admin.reset(policy, key);
   }
 
   /**
@@ -123,7 +118,9 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * never have been taken; other values reject with a RateLimitConfigError.
    */
   async refund(policy: RateLimitPolicy, key: string, cost = 1): Promise<void> {
-    await this.engine.refund(this.engine.calls(this.trackerPrefix(key), [this.boundedRequest('refund', policy, cost)]));
+    await this.calls.engine.refund(
+      this.calls.engine.calls(this.calls.trackerPrefix(key), [this.calls.boundedRequest('refund', policy, cost)]),
+    );
   }
 
   /**
@@ -136,63 +133,16 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * @example await limiter.penalty(loginPolicy, username, 3);
    */
   async penalty(policy: RateLimitPolicy, key: string, cost = 1): Promise<RateLimitDecision> {
-    const request = this.boundedRequest('penalty', policy, cost);
+    const request = this.calls.boundedRequest('penalty', policy, cost);
     if (request.compiled.algorithm.name === 'concurrency') {
       throw new RateLimitConfigError(
         `penalty: policy '${request.compiled.name}' uses 'concurrency', which takes leases; penalties need a counter.`,
       );
     }
-    const calls = this.engine.calls(this.trackerPrefix(key), [request]);
-    const { verdicts } = await penalizeIn(this.engine.store, calls);
-    this.assertOpen();
-    return this.engine.toDecisions([request], verdicts)[0];
-  }
-
-  /**
-   * Locks `key` out of `policy` for `duration` from now (the store's clock), whatever its counter says. Never
-   * shortens a lockout in force: when one ends later, it stays as it is (to shorten one, {@link unblock} first).
-   * With `escalate`, the tracker's offence count is kept, and this lockout does not add to it.
-   */
-  async block(policy: RateLimitPolicy, key: string, duration: Duration): Promise<void> {
-    const ms = parseDuration(duration, 'block duration');
-    // No lease id: in a block the token is the lockout's note.
-    const request = { ...this.request(policy, 0), token: '' };
-    await this.engine.store.block(this.engine.calls(this.trackerPrefix(key), [request]), ms);
-  }
-
-  /**
-   * Lifts a lockout of `key` under `policy`. Its counter is kept; with `escalate` its offence count is
-   * forgotten (the next lockout is `blockFor` again), as after the quiet period.
-   */
-  async unblock(policy: RateLimitPolicy, key: string): Promise<void> {
-    const [call] = this.engine.calls(this.trackerPrefix(key), [this.request(policy, 0)]);
-    await this.engine.store.delete([call.blockKey]);
-  }
-
-  /**
-   * Denies the tracker `key` (`ip:203.0.113.7`, `user:42`, or what a `by` function returns, such as an API key)
-   * until `until` — a duration from now, or a date on the store's clock — on every policy of every route and
-   * every service call, on every instance: each decision for it is rejected as a lockout (429 with
-   * `Retry-After` until then). A deny in force that ends later is kept (to shorten one, {@link allow} first).
-   * `reason` (at most 256 characters) is kept with it for {@link denied}; clients never see it. Each instance
-   * answers a tracker it knows to be denied without a store round trip, and asks the store again each second.
-   * @example await limiter.deny('ip:203.0.113.7', '1h', 'credential stuffing');
-   */
-  async deny(key: string, until: Duration | Date, reason?: string): Promise<void> {
-    await this.engine.denials.deny(this.denyKey(key), until, reason);
-    this.assertOpen();
-  }
-
-  /** Lifts the deny of tracker `key`: at once on this instance, within a second on the others. */
-  async allow(key: string): Promise<void> {
-    await this.engine.denials.allow(this.denyKey(key));
-  }
-
-  /** The deny of tracker `key` in force (its end on the store's clock, and its reason), or `undefined`. */
-  async denied(key: string): Promise<RateLimitDenial | undefined> {
-    const denial = await this.engine.denials.denied(this.denyKey(key));
-    this.assertOpen();
-    return denial;
+    const calls = this.calls.engine.calls(this.calls.trackerPrefix(key), [request]);
+    const { verdicts } = await penalizeIn(this.calls.engine.store, calls);
+    this.calls.assertOpen();
+    return this.calls.engine.toDecisions([request], verdicts)[0];
   }
 
   /**
@@ -202,110 +152,88 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * @example const lease = await limiter.lease(exportsPolicy, tenantId); try { … } finally { await lease.release(); }
    */
   async lease(policy: RateLimitPolicy, key: string): Promise<RateLimitLease> {
-    const request = this.request(policy, undefined);
+    const request = this.calls.request(policy, undefined);
     if (request.compiled.algorithm.name !== 'concurrency') {
       throw new RateLimitConfigError(
         `lease: policy '${request.compiled.name}' uses '${request.compiled.algorithm.name}'; leases need algorithm 'concurrency'.`,
       );
     }
-    const { decisions, calls } = await this.engine.decide(this.trackerPrefix(key), [request], 'consume');
-    this.assertOpen();
-    return leaseOf(this.engine, request.compiled, decisions[0], calls, () => this.assertOpen());
+    const { decisions, calls } = await this.calls.engine.decide(this.calls.trackerPrefix(key), [request], 'consume');
+    this.calls.assertOpen();
+    return leaseOf(this.calls.engine, request.compiled, decisions[0], calls, () => this.calls.assertOpen());
   }
 
-  /**
-   * Waits until `key` may proceed under `policy`, then takes the quota and resolves with the decision:
-   * outbound throttling, shared by every instance through the store. Calls of this process on the same
-   * policy + key wait in line, first come first served, and only the first asks the store (so each process
-   * has one caller contending for the quota); at most `maxWaiters` wait at once. Rejects with {@link RateLimitWaitError} as
-   * soon as its turn cannot come within `maxWaitMs` (the retry time the store gives, then the policy's pace
-   * for the calls ahead of it), when the line is full, or when `signal` aborts. With `leaky-bucket` the slot
-   * is reserved at once and the call waits exactly its `delayMs` (a slot past `maxWaitMs` is given back).
-   */
+  /** @deprecated since 1.0: use `RateLimitAdmin.block` (same arguments); removed in 2.0. */
+  block(policy: RateLimitPolicy, key: string, duration: Duration): Promise<void> {
+    return this.admin.block(policy, key, duration);
+  }
+
+  /** @deprecated since 1.0: use `RateLimitAdmin.unblock` (same arguments); removed in 2.0. */
+  unblock(policy: RateLimitPolicy, key: string): Promise<void> {
+    return this.admin.unblock(policy, key);
+  }
+
+  /** @deprecated since 1.0: use `RateLimitAdmin.deny` (same arguments); removed in 2.0. */
+  deny(key: string, until: Duration | Date, reason?: string): Promise<void> {
+    return this.admin.deny(key, until, reason);
+  }
+
+  /** @deprecated since 1.0: use `RateLimitAdmin.allow` (same arguments); removed in 2.0. */
+  allow(key: string): Promise<void> {
+    return this.admin.allow(key);
+  }
+
+  /** @deprecated since 1.0: use `RateLimitAdmin.denied` (same arguments); removed in 2.0. */
+  denied(key: string): Promise<RateLimitDenial | undefined> {
+    return this.admin.denied(key);
+  }
+
+  /** @deprecated since 1.0: use `RateLimitOutbound.acquire` (same arguments); removed in 2.0. */
   acquire(policy: RateLimitPolicy, key: string, options: AcquireOptions = {}): Promise<RateLimitDecision> {
-    // Not async: a burst refuses thousands of calls in one turn, and the waiters' own promise is all they need.
-    // Bad input still rejects the promise, as it would from an async method.
-    try {
-      return this.waiters.acquire(this.turn(policy, key, options.cost), options);
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
+    return this.outbound.acquire(policy, key, options);
   }
 
-  /** Calls of this process waiting in `acquire` for `key` under `policy` now (for metrics and health checks). */
-  waiting(policy: RateLimitPolicy, key: string): number {
-    const [call] = this.engine.calls(this.trackerPrefix(key), [{ ...this.request(policy, 0), token: '' }]);
-    return this.waiters.waiting(call.stateKey);
-  }
-
-  /**
-   * Pauses `key` under `policy` on every instance: each `consume`, `acquire` and `wrap` call is rejected until
-   * then (`retryAfterMs` counts to the pause's end on the store's clock), so `acquire` waits for it, or rejects
-   * at once when it ends after `maxWaitMs`. `until` is a duration from now, or a date on the store's clock.
-   * Built on the lockout of {@link block}: a longer pause in force is never shortened. Resolves with the
-   * pause applied, ms (0 for a date already past: nothing is paused).
-   * @example await limiter.pause(partnerPolicy, 'partner-api', '30s'); // the partner said so
-   */
-  async pause(policy: RateLimitPolicy, key: string, until: Duration | Date): Promise<number> {
-    const ms = until instanceof Date ? await this.msUntil(policy, key, until) : parseDuration(until, 'pause: until');
-    if (ms > 0) await this.block(policy, key, ms);
-    return ms;
-  }
-
-  /**
-   * Pauses `key` under `policy` for as long as a partner's response asks (see {@link pause}), and resolves
-   * with the pause applied, ms: 0 when the response does not ask for one. Takes fetch's `Response` or any
-   * `{ status, headers }` (axios, got, undici; `headers` a `Headers` or a plain object) and reads, first
-   * found first: `Retry-After` on a 429 or 503 (seconds, or an HTTP-date), the IETF `RateLimit` field (the
-   * longest `t` of the policies with `r=0`), then `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`
-   * (seconds, or an epoch timestamp from 1e9 on). A pause longer than `maxPause` (default 1 day) is cut to it.
-   * @example
-   * const res = await fetch(url);
-   * await limiter.pauseFromResponse(partnerPolicy, 'partner-api', res);
-   */
-  async pauseFromResponse(
+  /** @deprecated since 1.0: use `RateLimitOutbound.wrap` (same arguments); removed in 2.0. */
+  wrap<A extends unknown[], R>(
     policy: RateLimitPolicy,
     key: string,
-    response: PartnerResponse,
-    options: PartnerPauseOptions = {},
-  ): Promise<number> {
-    const ms = pauseAskedMs(response, maxPauseMs(options.maxPause));
-    return ms > 0 ? this.pause(policy, key, ms) : 0;
+    fn: (...args: A) => Promise<R> | R,
+    options: AcquireOptions = {},
+  ): (...args: A) => Promise<R> {
+    return this.outbound.wrap(policy, key, fn, options);
   }
 
-  /**
-   * `fn` (fetch, or any function resolving to a `{ status, headers }` response) throttled under `policy` and
-   * listening to the partner: every call waits for its turn (see {@link acquire}), and a response that asks
-   * to wait (see {@link pauseFromResponse}) pauses `key` on every instance — also the `response` of an error
-   * (axios and got throw for a 429). The caller still gets the response, or the error; a pause the store
-   * could not record is logged and passed to `hooks.storeError`.
-   * @example
-   * const partnerFetch = limiter.wrapFetch(partnerPolicy, 'partner-api', fetch, { maxWaitMs: 10_000 });
-   * const res = await partnerFetch('https://partner.example/quotes/42');
-   */
+  /** @deprecated since 1.0: use `RateLimitOutbound.waiting` (same arguments); removed in 2.0. */
+  waiting(policy: RateLimitPolicy, key: string): number {
+    return this.outbound.waiting(policy, key);
+  }
+
+  /** @deprecated since 1.0: use `RateLimitOutbound.pause` (same arguments); removed in 2.0. */
+  pause(policy: RateLimitPolicy, key: string, until: Duration | Date): Promise<number> {
+    return this.outbound.pause(policy, key, until);
+  }
+
+  /** @deprecated since 1.0: use `RateLimitOutbound.pauseFromResponse` (same arguments); removed in 2.0. */
+  pauseFromResponse(policy: RateLimitPolicy, key: string, response: PartnerResponse, options: PartnerPauseOptions = {}): Promise<number> {
+    return this.outbound.pauseFromResponse(policy, key, response, options);
+  }
+
+  /** @deprecated since 1.0: use `RateLimitOutbound.wrapFetch` (same arguments); removed in 2.0. */
   wrapFetch<A extends unknown[], R extends PartnerResponse>(
     policy: RateLimitPolicy,
     key: string,
     fn: (...args: A) => Promise<R>,
     options: WrapFetchOptions = {},
   ): (...args: A) => Promise<R> {
-    // Checked now: a bad maxPause must not surface later as a pause the store failed to record.
-    const pauseOptions = { maxPause: maxPauseMs(options.maxPause) };
-    return obeyPartner(fn, {
-      acquire: () => this.acquire(policy, key, options),
-      pause: (response) => this.pauseFromResponse(policy, key, response, pauseOptions),
-      pauseFailed: (error) => this.pauseFailures.report(error),
-    });
+    return this.outbound.wrapFetch(policy, key, fn, options);
   }
 
   /**
-   * Called by Nest when the app begins to close, before the HTTP server stops: every pending `acquire()` wait
-   * ends at once with {@link RateLimitShutdownError} (so a request waiting in one does not hold the close up),
-   * and no new wait starts. Decisions that need no wait are still made: the store is open until
-   * {@link onApplicationShutdown}.
+   * Called by Nest when the app begins to close: pending `acquire()` waits end at once (see
+   * `RateLimitOutbound.beforeApplicationShutdown`).
    */
   beforeApplicationShutdown(): void {
-    this.waiters.shutdown();
+    this.outbound.beforeApplicationShutdown();
   }
 
   /**
@@ -314,24 +242,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * not grant it).
    */
   onApplicationShutdown(): void {
-    this.beforeApplicationShutdown();
-    this.closed = true;
-  }
-
-  /**
-   * Wraps `fn` so that every call first waits for its turn (see {@link acquire}).
-   * @example const callPartner = limiter.wrap(partnerPolicy, 'partner-api', (id: string) => http.get(id));
-   */
-  wrap<A extends unknown[], R>(
-    policy: RateLimitPolicy,
-    key: string,
-    fn: (...args: A) => Promise<R> | R,
-    options: AcquireOptions = {},
-  ): (...args: A) => Promise<R> {
-    return async (...args: A) => {
-      await this.acquire(policy, key, options);
-      return fn(...args);
-    };
+    this.outbound.onApplicationShutdown();
   }
 
   /**
@@ -340,139 +251,18 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    */
   private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
     try {
-      const result = this.engine.decideNowOrLater(this.trackerPrefix(key), [this.request(policy, options.cost)], mode);
+      const result = this.calls.engine.decideNowOrLater(this.calls.trackerPrefix(key), [this.calls.request(policy, options.cost)], mode);
       return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));
     } catch (error) {
       return Promise.reject(error as Error);
     }
   }
 
-  private denyKey(key: string): string {
-    this.assertOpen();
-    return this.engine.denyKey(this.trackerPrefix(key));
-  }
-
-  private trackerPrefix(key: string): string {
-    assertKey(key);
-    return this.trackerPrefixes.get(key);
-  }
-
   /** The first decision of a result that arrived; rejects it when the module closed meanwhile. */
   private readonly openDecision = (result: EngineDecision): RateLimitDecision => {
-    this.assertOpen();
+    this.calls.assertOpen();
     return result.decisions[0];
   };
-
-  /** Throws once the module has closed (see {@link onApplicationShutdown}). */
-  private assertOpen(): void {
-    if (this.closed) {
-      throw new RateLimitShutdownError(
-        'RateLimiterService: the application is shutting down; the rate-limit store is closed, so nothing is decided.',
-      );
-    }
-  }
-
-  /**
-   * One `acquire` call's turn for the waiters, checked as every call is (key, shutdown, policy, cost), and
-   * shared by the calls on the same policy + key + cost (see {@link AcquireTurns}).
-   */
-  private turn(policy: RateLimitPolicy, key: string, cost: number | undefined): AcquireTurn {
-    assertKey(key);
-    const compiled = this.staticPolicy(policy);
-    return this.turns.get(compiled, key, this.units(compiled, cost));
-  }
-
-  /** A turn: its counter, its pace, and the store decision that takes its quota. */
-  private newTurn(compiled: CompiledPolicy, key: string, cost: number): AcquireTurn {
-    const prefix = this.trackerPrefix(key);
-    const params = compiled.staticParams!;
-    const request: PolicyRequest = { compiled, params, cost };
-    return {
-      queueKey: this.engine.calls(prefix, [{ ...request, token: '' }])[0].stateKey,
-      key,
-      policy: compiled.name,
-      cost,
-      pace: paceOf(compiled.algorithm.name, params.limit, params.windowMs),
-      take: async () => {
-        const { decisions, calls } = await this.engine.decide(prefix, [request], 'consume');
-        this.assertOpen();
-        return { decision: decisions[0], giveBack: () => this.engine.refund(calls) };
-      },
-    };
-  }
-
-  /** ms from the store's now until `date` (one peek: a pause's end is on the store's clock); 0 once it has passed. */
-  private async msUntil(policy: RateLimitPolicy, key: string, date: Date): Promise<number> {
-    const at = date.getTime();
-    if (!Number.isFinite(at)) throw new RateLimitConfigError(`pause: until: ${describeValue(date)} is not a valid date.`);
-    const calls = this.engine.calls(this.trackerPrefix(key), [{ ...this.request(policy, 0), token: '' }]);
-    const { nowMs } = await this.engine.store.decide(calls, 'peek');
-    this.assertOpen();
-    return Math.max(0, Math.ceil(at - nowMs));
-  }
-
-  /**
-   * A refund's or a penalty's request: its cost is a whole number from 1 to the policy's capacity (more can
-   * never have been taken; more as a penalty is a lockout).
-   */
-  private boundedRequest(what: 'refund' | 'penalty', policy: RateLimitPolicy, cost: number): PolicyRequest {
-    const request = this.request(policy, 0);
-    const { compiled, params } = request;
-    const bound = compiled.algorithm.usesBurst ? 'burst' : 'limit';
-    const capacity = params[bound];
-    if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1 || cost > capacity) {
-      throw new RateLimitConfigError(
-        `${what}: cost: ${describeValue(cost)} must be a whole number from 1 to ${capacity} (the ${bound} of policy '${compiled.name}'${what === 'refund' ? ': more can never have been taken' : '; for longer, use block()'}).`,
-      );
-    }
-    return { ...request, cost };
-  }
-
-  private request(policy: RateLimitPolicy, cost: number | undefined): PolicyRequest {
-    const compiled = this.staticPolicy(policy);
-    return { compiled, params: compiled.staticParams!, cost: this.units(compiled, cost) };
-  }
-
-  /** `policy` compiled, once the module is known to be open; it must have numbers for its limit and window. */
-  private staticPolicy(policy: RateLimitPolicy): CompiledPolicy {
-    this.assertOpen();
-    const compiled = this.compile(policy);
-    if (!compiled.staticParams) {
-      throw new RateLimitConfigError(
-        `RateLimiterService: policy '${compiled.name}' computes its limit or window from the request context, which a programmatic call does not have; pass numbers.`,
-      );
-    }
-    return compiled;
-  }
-
-  /** The units a call takes: its `cost`, or the policy's own. */
-  private units(compiled: CompiledPolicy, cost: number | undefined): number {
-    const units = cost === undefined ? compiled.staticCost : validCost(cost, 'cost');
-    if (units === undefined) {
-      throw new RateLimitConfigError(
-        `RateLimiterService: policy '${compiled.name}' computes its cost from the request context; pass { cost } to the call.`,
-      );
-    }
-    return units;
-  }
-
-  private compile(policy: RateLimitPolicy): CompiledPolicy {
-    return this.compiled.get(policy);
-  }
-}
-
-/** `maxPause` in ms (see {@link PartnerPauseOptions}). */
-function maxPauseMs(maxPause: Duration | undefined): number {
-  return maxPause === undefined ? DEFAULT_MAX_PAUSE_MS : parseDuration(maxPause, 'maxPause');
-}
-
-/** A service call's `key`: a non-empty string. */
-function assertKey(key: string): void {
-  if (typeof key !== 'string' || key.length === 0) {
-    throw new RateLimitConfigError(
-      `key: ${describeValue(key)} must be a non-empty string ('ip:<address>', 'user:<id>', or what a by function returns).`,
-    );
-  }
 }
 
 function firstDecision(result: EngineDecision): RateLimitDecision {

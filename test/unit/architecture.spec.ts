@@ -21,6 +21,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['events'],
   ['service'],
   ['routes'],
+  ['rate-limit-admin.service.ts', 'rate-limit-outbound.service.ts'],
   ['rate-limit.guard.ts', 'rate-limiter.service.ts'],
   ['rate-limit.module.ts'],
   ['event-emitter', 'opentelemetry', 'prometheus', 'terminus', 'testing'],
