@@ -1,17 +1,29 @@
 import type { LuaScript } from '../redis-codec';
 import { isGlideCluster, type GlideClientLike, type GlideScriptLike } from '../../../interfaces/client-types';
+import { clientModule, type ClientPackage } from './client-module';
 import type { RedisScriptTransport, ScriptRunner } from './redis-transport';
 
-/** The part of `@valkey/valkey-glide` this transport loads: its `Script` class. */
+/** The part of `@valkey/valkey-glide` this transport uses: its `Script` class. */
 interface GlideModule {
   Script: new (code: string) => GlideScriptLike;
 }
+
+const GLIDE: ClientPackage = {
+  name: '@valkey/valkey-glide',
+  label: 'Valkey GLIDE',
+  clientClasses: ['GlideClient', 'GlideClusterClient', 'BaseClient'],
+  member: 'Script',
+};
 
 /**
  * The Valkey GLIDE 2 transport: `invokeScript(script, { keys, args })`. GLIDE sends `EVALSHA` and, on
  * `NOSCRIPT`, loads the script (`SCRIPT LOAD`) and calls it again itself; a cluster client routes the call by its
  * first key. GLIDE keeps each script's code in native memory until it is released: one `Script` per script,
  * released on `close()`. Every call is also bounded by the client's own `requestTimeout` (250 ms by default).
+ *
+ * A `Script` keeps its code in the native state of the copy of GLIDE that created it, which is where the client
+ * looks for it on `NOSCRIPT`: so scripts are created with the client's own copy (see {@link clientModule}), never
+ * with another one installed beside it, whose scripts the client would never load.
  *
  * GLIDE exposes no slot map, so a GLIDE cluster has one store-error circuit for all its masters (it opens only
  * when no master answered a later call: see ResilientStore).
@@ -23,10 +35,10 @@ export class GlideTransport implements RedisScriptTransport {
   /** Why the client did not answer at startup, until a call succeeds (GLIDE reports no connection events). */
   private startupError: Error | undefined;
 
-  /** @param glide the `@valkey/valkey-glide` module (loaded here only when a GLIDE client is passed in). */
+  /** @param glide the client's copy of `@valkey/valkey-glide` (loaded here only when a GLIDE client is passed in). */
   constructor(
     private readonly client: GlideClientLike,
-    private readonly glide: GlideModule = loadGlide(),
+    private readonly glide: GlideModule = clientModule<GlideModule>(client, GLIDE),
   ) {
     this.isCluster = isGlideCluster(client);
   }
@@ -109,9 +121,4 @@ export class GlideTransport implements RedisScriptTransport {
     }
     return script;
   }
-}
-
-function loadGlide(): GlideModule {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded only for a GLIDE client
-  return require('@valkey/valkey-glide') as GlideModule;
 }

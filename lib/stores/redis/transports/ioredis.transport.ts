@@ -2,7 +2,10 @@ import type * as Ioredis from 'ioredis';
 import type { Cluster, Command, Redis, RedisOptions } from 'ioredis';
 import { RateLimitStoreError } from '../../../errors/rate-limit-store.error';
 import type { LuaScript } from '../redis-codec';
+import { clientModule, type ClientPackage } from './client-module';
 import { isNoScript, untilReady, type RedisScriptTransport, type ScriptCall, type ScriptRunner } from './redis-transport';
+
+const IOREDIS: ClientPackage = { name: 'ioredis', label: 'ioredis', clientClasses: ['Redis', 'Cluster'], member: 'Command' };
 
 /** A defined command; ioredis flattens array arguments (no spreading of long lists per call). */
 type ScriptCommand = (...keysAndArgs: Array<string | number | Array<string | number>>) => Promise<unknown>;
@@ -17,11 +20,15 @@ type ScriptCommand = (...keysAndArgs: Array<string | number | Array<string | num
 export class IoredisTransport implements RedisScriptTransport {
   readonly clientName = 'ioredis';
   private lastConnectionError: Error | undefined;
-  /** ioredis's `Command`, loaded with the transport: an app on the memory store never loads ioredis. */
+  /**
+   * The `Command` of the client's own copy of ioredis (see {@link clientModule}: a client created by another copy
+   * installed beside ours gets its commands from its copy), loaded with the transport: an app on the memory store
+   * never loads ioredis.
+   */
   private readonly Command: typeof Command;
 
   constructor(private readonly client: Redis | Cluster) {
-    this.Command = loadIoredis().Command;
+    this.Command = clientModule<typeof Ioredis>(client, IOREDIS).Command;
   }
 
   get isCluster(): boolean {
