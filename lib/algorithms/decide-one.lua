@@ -1,8 +1,19 @@
 --[[
-  One decision of one policy with a plain lockout (blockFor a number of ms): the call nearly every request
-  makes. Spliced into both dispatchers: lone.lua runs it once for its call; decide.lua runs it for every such
-  decision of a batch, and its general path for several policies or an escalating lockout. Same statuses and
-  reply slots as decide.lua. Needs `now` and `reply` in scope.
+  Fragment: one decision of one policy with a plain lockout (blockFor a number of ms), the call nearly every
+  request makes. Spliced into both dispatchers: lone.lua runs it once for its call; decide.lua runs it for every
+  such decision of a batch, and its general path for several policies or an escalating lockout.
+
+  decideOne(reply, o, now, alg, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+    reply, o  the script's reply table, and the first of the six slots this decision writes there
+    now       the script's one reading of the server's TIME, ms
+    alg       the algorithm's fragment, ALG[id] (check, commit, burst)
+    mode      'c' consume or 'p' peek
+    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
+    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+    code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the fragment's check does).
+  From its host: the VERDICT_* locals and the algorithm fragments; it reads no other variable of the script.
 ]]
 -- The end (server ms) in a lockout or deny key's value, `<until>[:<offences>][|<note>]` (decide.lua); the
 -- usual value is a bare number.
@@ -10,13 +21,12 @@ local function lockoutEnd(v)
   return tonumber(v) or tonumber(string.match(v, '^%d+'))
 end
 
--- Writes the decision's six reply slots from reply[o].
-local function decideOne(alg, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, o)
+local function decideOne(reply, o, now, alg, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
   local denial = redis.call('GET', dkey)
   if denial then
     local left = lockoutEnd(denial) - now
     if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = 5, 0, left, left, string.match(denial, '|(.*)$') or 0, left
+      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
       return
     end
   end
@@ -24,7 +34,7 @@ local function decideOne(alg, mode, key, bkey, dkey, cost, limit, window, burst,
   if v then
     local left = lockoutEnd(v) - now
     if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = 2, 0, left, left, 0, left
+      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
       return
     end
   end
@@ -39,16 +49,16 @@ local function decideOne(alg, mode, key, bkey, dkey, cost, limit, window, burst,
       r = alg.check(key, 0, limit, window, burst, now, token)
       r[5] = 0
     end
-    reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = 0, r[2], r[3], 0, r[5], r.more
+    reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, r[2], r[3], 0, r[5], r.more
     return
   end
-  local status, reset, retry, more = 1, r[3], r[4], r.more
+  local status, reset, retry, more = VERDICT_LIMITED, r[3], r[4], r.more
   if cost > capacity then
-    status, retry = 3, -1
+    status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
   elseif blockFor > 0 and mode == 'c' then
     -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
     redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
-    status, reset, retry, more = 2, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
+    status, reset, retry, more = VERDICT_BLOCKED, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
   end
   reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = status, r[2], reset, retry, r[5], more
 end

@@ -1,47 +1,69 @@
 --[[
   Rate-limit decisions, each for one tracker: every policy of a request, atomically, all-or-nothing.
-  The algorithm fragments (ALG[id] = { check, commit, refund, burst }) are spliced in where the marker stands,
-  and decide-one.lua (a decision of one policy with a plain lockout, the usual one) where its marker stands.
-  One call carries one decision, or several (a batch of unrelated decisions made in the same tick on a
-  standalone Redis): they run one after the other, as separate calls would, at one reading of the clock.
+  The algorithm fragments (ALG[id] = { check, commit, refund, burst }) are spliced in where their marker stands,
+  decide-one.lua (a decision of one policy with a plain lockout, the usual one) where its marker stands, and the
+  VERDICT_* codes (lib/stores/verdicts.ts) where theirs does. One call carries one decision, or several (a
+  batch of unrelated decisions made in the same tick on a standalone Redis): they run one after the other, as
+  separate calls would, at one reading of the clock.
 
-  Per decision, in order:
-    KEYS  per policy: state key, block key; then the tracker's deny key (all of one decision share one {hash tag})
-    ARGV  one JSON array (one argument per decision: Node and Redis pay per argument, and cjson parses numbers
-          faster than tonumber does):
-          [ mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries) | 'r' refund cost / release lease
-            | 'b' block for blockFor, never shortening a lockout in force, the token kept as its note (a deny's reason)
-            | 'x' penalty: charge cost whatever the counter says (the refund with cost negated), then peek one unit,
-            then per policy (7 each): algorithm id, cost (units), limit, window (ms), burst,
-            blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ]),
-            token (lease id or '') ]
+  Per decision, in order (n = its policies, at most 8; the TS encoder is appendCall in redis-codec.ts):
+    KEYS  2n + 1: per policy, its state key and its lockout key; then the tracker's deny key (all of one
+          decision share one {hash tag})
+    ARGV  one JSON array, 1 + 7n values (one argument per decision: Node and Redis pay per argument, and cjson
+          parses numbers faster than tonumber does):
+          [1]  mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries)
+               | 'r' refund cost (units) / release the lease | 'b' block for blockFor, never shortening a lockout
+               in force, the token kept as its note (a deny's reason) | 'x' penalty: charge cost whatever the
+               counter says (the refund with cost negated), then peek one unit
+          then per policy i (from 2 + 7(i − 1)):
+          +0 algorithm id (ALG index)          +1 cost (units; negative: a concurrency renewal)
+          +2 limit (units per window)           +3 window (ms; a calendar window: its four period starts, ms)
+          +4 burst (units: the capacity of token-bucket, gcra and leaky-bucket; the others ignore it)
+          +5 blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ])
+          +6 token (lease id, a settlement's charge time in ms, a block's note, or '')
   A lockout or deny key holds `<until>[:<offences>][|<note>]`: the end (server ms), an escalating policy's
   lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason.
   Reply (integers, and a deny's reason):
     { now (server ms),
-      per consume/peek/penalty decision, per policy: status, remaining, reset (ms), retry after (ms, -1 = never), delay (ms),
-        more (ms until additional quota: `remaining` grows by one; 0 when nothing is used; a lockout's end at the soonest) }
-    status: 0 allowed; rejected: 1 by the counter, 2 blocked (lockout), 3 cost exceeds capacity, 4 denied (the
-    tracker's deny key: every policy, with remaining 0, reset = retry = more = the deny's end, and its reason in
-    place of the delay, 0 without one).
+      per consume/peek/penalty decision, per policy, six slots: status, remaining (units), reset (ms),
+        retry after (ms, -1 = never), delay (ms), more (ms until additional quota: `remaining` grows by one; 0
+        when nothing is used; a lockout's end at the soonest) }
+    status, a VERDICT_* code: VERDICT_ALLOWED; rejected: VERDICT_LIMITED by the counter, VERDICT_BLOCKED by a
+    lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1), VERDICT_DENIED (the tracker's deny key: every policy,
+    with remaining 0, reset = retry = more = the deny's end, and its reason in place of the delay, 0 without
+    one). (VERDICT_STORE_UNAVAILABLE is TypeScript's: a fallback's verdict, never replied.)
     A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
     Refund and block decisions add nothing. A decision that failed has its error message (a string) in
     its first status slot, and zeros.
   Time comes from the server's TIME only; nothing is stored but integers and a deny's reason.
+
+  The fragment contract (each algorithm's .lua file, spliced into this script and lone.lua): a fragment sets
+  ALG[id] and reads nothing of its host but ceildiv, ALG and the helpers of state.lua and bucket.lua; what it
+  decides on comes in as parameters, one policy's KEYS and ARGV values and the script's `now` (server ms):
+    check(key, cost, limit, window, burst, now, token) -> r = { allowed, remaining, reset ms, retry ms, delay ms,
+      then the algorithm's own slots for its commit; more = ms until additional quota } (reads the state; may
+      drop expired entries or rewrite a state measured with other params, never charges)
+    commit(key, r, now, cost, limit, window, burst, token): charges what check r allowed
+    refund(key, cost, limit, window, burst, now, token): gives cost units back (a negative cost charges them)
+    burst: true when the capacity is burst rather than limit
 ]]
+--@verdicts
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 local ALG = {}
 --@fragments
+--@decide-one
+
+-- Values per policy in a decision's ARGV array, after its mode (see the header).
+local PER_POLICY = 7
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local reply = { now }
---@decide-one
 
 -- Policy i of decision d (its JSON array) whose keys start at KEYS[k], as nine values (no table: this runs
 -- for every policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
 local function policy(k, d, i)
-  local p = 2 + (i - 1) * 7
+  local p = 2 + (i - 1) * PER_POLICY
   return ALG[d[p]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], d[p + 1], d[p + 2], d[p + 3], d[p + 4], d[p + 5], d[p + 6]
 end
 
@@ -119,7 +141,7 @@ local function decide(mode, n, k, d, o)
     if until_ > now then
       local left = until_ - now
       for b = o, o + 6 * (n - 1), 6 do
-        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 5, 0, left, left, note, left
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_DENIED, 0, left, left, note, left
       end
       return
     end
@@ -134,26 +156,26 @@ local function decide(mode, n, k, d, o)
     local until_ = v and lockout(v)
     if until_ and until_ > now then
       allowed = false
-      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 2, 0, until_ - now, until_ - now, 0, until_ - now
+      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_BLOCKED, 0, until_ - now, until_ - now, 0, until_ - now
     else
       local r = alg.check(key, cost, limit, window, burst, now, token)
       verdicts[i] = r
       local capacity = limit
       if alg.burst then capacity = burst end
       if r[1] and cost <= capacity then
-        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = 0, r[2], r[3], 0, r[5], r.more
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_ALLOWED, r[2], r[3], 0, r[5], r.more
       else
         allowed = false
-        local status, reset, retry, more = 1, r[3], r[4], r.more
+        local status, reset, retry, more = VERDICT_LIMITED, r[3], r[4], r.more
         if cost > capacity then
-          status, retry = 3, -1
+          status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
         elseif blockFor ~= 0 and mode == 'c' then
           local len, value, px = lockoutFor(blockFor, v)
           redis.call('SET', bkey, value, 'PX', px)
           if len > retry then retry = len end
           if len > reset then reset = len end
           if len > more then more = len end
-          status = 2
+          status = VERDICT_BLOCKED
         end
         reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = status, r[2], reset, retry, r[5], more
       end
@@ -173,7 +195,7 @@ local function decide(mode, n, k, d, o)
   -- it stands, which is what a check of cost 0 sees.
   for i = 1, n do
     local b = o + (i - 1) * 6
-    if reply[b] == 0 then
+    if reply[b] == VERDICT_ALLOWED then
       local alg, key, _, _, limit, window, burst, _, token = policy(k, d, i)
       local r = alg.check(key, 0, limit, window, burst, now, token)
       reply[b + 1], reply[b + 2], reply[b + 4], reply[b + 5] = r[2], r[3], 0, r.more
@@ -187,7 +209,7 @@ local function penalize(mode, n, k, d, o)
   for i = 1, n do
     local alg, key, _, cost, limit, window, burst, _, token = policy(k, d, i)
     alg.refund(key, -cost, limit, window, burst, now, token)
-    d[2 + (i - 1) * 7 + 1] = 1
+    d[2 + (i - 1) * PER_POLICY + 1] = 1
   end
   decide('p', n, k, d, o)
 end
@@ -195,7 +217,7 @@ end
 local k = 1
 for j = 1, #ARGV do
   local d = cjson.decode(ARGV[j])
-  local mode, n = d[1], (#d - 1) / 7
+  local mode, n = d[1], (#d - 1) / PER_POLICY
   if mode == 'r' or mode == 'b' then
     change(mode, n, k, d)
   else
@@ -204,8 +226,9 @@ for j = 1, #ARGV do
     if mode == 'x' then
       ok, err = pcall(penalize, mode, n, k, d, o)
     elseif n == 1 and type(d[7]) == 'number' then
-      -- One policy, a plain lockout: the lean path (decide-one.lua), as a lone call takes it.
-      ok, err = pcall(decideOne, ALG[d[2]], mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], d[3], d[4], d[5], d[6], d[7], d[8], o)
+      -- One policy (its values d[2] to d[8]) with a plain lockout (d[7], its blockFor, a number): the lean path
+      -- (decide-one.lua), as a lone call takes it.
+      ok, err = pcall(decideOne, reply, o, now, ALG[d[2]], mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], d[3], d[4], d[5], d[6], d[7], d[8])
     else
       ok, err = pcall(decide, mode, n, k, d, o)
     end

@@ -7,6 +7,7 @@ import { parseDuration } from '../policy/duration';
 import { LruMap } from '../shared/lru-map';
 import { deniedDecision, MAX_LOCKOUT_MS } from '../stores/lockouts';
 import type { RateLimitCall, RateLimitStore, StoreDecision } from '../stores/store.interface';
+import { Verdict } from '../stores/verdicts';
 
 /** A tracker's deny, as {@link RateLimiterService.denied} reports it. */
 export interface RateLimitDenial {
@@ -95,7 +96,7 @@ export class RateLimitDenyList {
     const denyKey = calls[0]?.denyKey;
     const first = result.verdicts[0];
     if (known === undefined || denyKey === undefined || first === undefined) return result;
-    if (first.reason === 4) {
+    if (first.reason === Verdict.Denied) {
       const entry = known.get(denyKey);
       // A local answer, or a reply to a call sent before the deny was learnt, must not put the re-check off.
       if (entry === undefined || this.clock() >= entry.recheckAt) this.learn(denyKey, first.retryAfterMs, result.nowMs);
@@ -104,7 +105,7 @@ export class RateLimitDenyList {
     const entry = known.size === 0 ? undefined : known.get(denyKey);
     if (entry === undefined) return result;
     const now = this.clock();
-    if (first.reason !== 3 || now >= entry.until) {
+    if (first.reason !== Verdict.StoreUnavailable || now >= entry.until) {
       known.delete(denyKey);
       return result;
     }
@@ -135,7 +136,7 @@ export class RateLimitDenyList {
   async denied(denyKey: string): Promise<RateLimitDenial | undefined> {
     const { nowMs, verdicts } = await this.peek(denyKey, 'denied');
     const [verdict] = verdicts;
-    if (verdict.reason !== 4) {
+    if (verdict.reason !== Verdict.Denied) {
       this.known?.delete(denyKey);
       return undefined;
     }
@@ -167,7 +168,7 @@ export class RateLimitDenyList {
 
   private async peek(denyKey: string, what: string): Promise<StoreDecision> {
     const result = await this.store.decide([this.probe(denyKey, `${denyKey}:none`, 0, '')], 'peek');
-    if (result.verdicts[0].reason === 3) {
+    if (result.verdicts[0].reason === Verdict.StoreUnavailable) {
       throw new RateLimitStoreError(`${what}: the rate-limit store did not answer; the deny list lives there.`);
     }
     return result;

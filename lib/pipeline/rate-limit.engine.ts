@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { AlgorithmParams } from '../algorithms/algorithm.interface';
-import type { RateLimitDecision } from '../interfaces/decision.interface';
+import type { RateLimitDecision, RateLimitDecisionReason } from '../interfaces/decision.interface';
 import type { RateLimitDecisionEvent, RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { RateLimitDenyList } from './deny-list';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback, StoreVerdict } from '../stores/store.interface';
+import { Verdict } from '../stores/verdicts';
 import type { CompiledPolicy } from '../policy/compile-policy';
 import { DENY_KEY_SUFFIX } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
@@ -45,8 +46,18 @@ export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onSt
  */
 const DEFAULT_STORE_FALLBACK: StoreFallback = 'insurance';
 
-/** Public reasons by verdict reason; a deny (4) is reported as a lockout. */
-const REASONS = [undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailable', 'blocked'] as const;
+/**
+ * The public reason of each verdict: none when the counter decided, either way; a deny is reported as a
+ * lockout. (`'shadow'` is the engine's own, for a shadow policy's rejection.)
+ */
+const PUBLIC_REASON: Readonly<Record<Verdict, RateLimitDecisionReason | undefined>> = {
+  [Verdict.Allowed]: undefined,
+  [Verdict.Limited]: undefined,
+  [Verdict.Blocked]: 'blocked',
+  [Verdict.CostExceedsCapacity]: 'cost-exceeds-capacity',
+  [Verdict.StoreUnavailable]: 'store-unavailable',
+  [Verdict.Denied]: 'blocked',
+};
 
 /** The engine's memos are keyed by strings the library built (see {@link RateLimitEngine}): nothing to copy. */
 const OWN_KEYS = { ownKeys: true } as const;
@@ -235,7 +246,7 @@ function toDecision({ compiled, params }: PolicyRequest, v: StoreVerdict): RateL
     retryAfterMs: v.allowed ? 0 : v.retryAfterMs < 0 ? Infinity : v.retryAfterMs,
   };
   if (compiled.algorithm.name === 'leaky-bucket' && compiled.policy.delay !== false) decision.delayMs = v.allowed ? v.delayMs : 0;
-  const reason = REASONS[v.reason];
+  const reason = PUBLIC_REASON[v.reason];
   if (reason) decision.reason = reason;
   return decision;
 }

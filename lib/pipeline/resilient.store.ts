@@ -5,6 +5,7 @@ import { describeCause } from '../stores/store-description';
 import { StoreDeadlines, type StoreTimings } from './store-deadlines';
 import { penalizeIn, pingStore } from '../stores/store-health';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
+import { Verdict } from '../stores/verdicts';
 
 /** Options of {@link ResilientStore}. */
 export interface ResilientStoreOptions {
@@ -299,7 +300,7 @@ export class ResilientStore implements RateLimitStore {
     const local = insured.length > 0 ? this.insurance.decideSync(insured, localMode) : undefined;
     let next = 0;
     const verdicts = calls.map((call): StoreVerdict => {
-      if (call.fallback === 'insurance') return { ...local!.verdicts[next++], reason: 3 };
+      if (call.fallback === 'insurance') return { ...local!.verdicts[next++], reason: Verdict.StoreUnavailable };
       const allowed = call.fallback === 'fail-open';
       const retryAfterMs = allowed ? 0 : 1_000;
       return {
@@ -309,7 +310,7 @@ export class ResilientStore implements RateLimitStore {
         retryAfterMs,
         delayMs: 0,
         moreQuotaMs: retryAfterMs,
-        reason: 3,
+        reason: Verdict.StoreUnavailable,
       };
     });
     return { nowMs: this.wallClock(), allowed: verdicts.every((v) => v.allowed), verdicts };

@@ -3,6 +3,7 @@ import { penalizeIn, pingStore } from '../stores/store-health';
 import { LruMap } from '../shared/lru-map';
 import type { StoreTimings } from './store-deadlines';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../stores/store.interface';
+import { Verdict } from '../stores/verdicts';
 
 interface Shed {
   /** Local time the rejection stops being certain, ms. */
@@ -154,9 +155,9 @@ export class SheddingStore implements RateLimitStore {
 
   private remember(key: string, calls: readonly RateLimitCall[], decision: StoreDecision): void {
     if (decision.allowed) return;
-    // Store-unavailable verdicts (reason 3) are fallbacks, not facts about the counter; a deny (4) can be
-    // lifted by allow() on any instance at any time, and the engine's deny list answers it in front of us.
-    if (decision.verdicts.some((v) => v.reason === 3 || v.reason === 4)) return;
+    // Store-unavailable verdicts are fallbacks, not facts about the counter; a deny can be lifted by allow() on
+    // any instance at any time, and the engine's deny list answers it in front of us.
+    if (decision.verdicts.some((v) => v.reason === Verdict.StoreUnavailable || v.reason === Verdict.Denied)) return;
     const waits = decision.verdicts.filter((v) => !v.allowed).map((v) => v.retryAfterMs);
     let retry = waits.some((w) => w < 0) ? Infinity : Math.max(...waits);
     const now = this.clock();
@@ -183,7 +184,7 @@ export class SheddingStore implements RateLimitStore {
       if (call.algorithm.name !== 'concurrency') return;
       const verdict = decision.verdicts[i];
       if (verdict.allowed) certain = 0;
-      else if (verdict.reason === 0) certain = Math.min(certain, this.leases.certainFor(call, now));
+      else if (verdict.reason === Verdict.Limited) certain = Math.min(certain, this.leases.certainFor(call, now));
     });
     return certain;
   }

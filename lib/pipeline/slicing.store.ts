@@ -2,6 +2,7 @@ import { LruMap } from '../shared/lru-map';
 import { penalizeIn, pingStore } from '../stores/store-health';
 import type { StoreTimings } from './store-deadlines';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
+import { Verdict } from '../stores/verdicts';
 
 /** How long a slice is spent after the store granted it, ms; what is left then is given back. */
 export const SLICE_LIFETIME_MS = 1_000;
@@ -112,7 +113,7 @@ export class SlicingStore implements RateLimitStore {
     try {
       const decision = await answer;
       const refillVerdicts = takes.flatMap((take, i) => (take > 0 ? [decision.verdicts[at[i]]] : []));
-      if (refillVerdicts.some((v) => v.reason === 3)) {
+      if (refillVerdicts.some((v) => v.reason === Verdict.StoreUnavailable)) {
         // The store was unavailable and a fallback decided a whole slice, which no request asked for (`insurance`
         // would charge it to its share, or reject what the request's own cost fits): give back what it charged
         // and let the fallback decide the request at its own cost.
@@ -249,7 +250,7 @@ export class SlicingStore implements RateLimitStore {
       const plan = plans[index];
       if (isSlice(plan)) return fromSlice(plan, now);
       const verdict = decision.verdicts[next++];
-      if (verdict.reason !== 0 || !isSliced(call)) return verdict;
+      if (verdict.reason !== Verdict.Allowed || !isSliced(call)) return verdict;
       if (takes[index] === 0 || !decision.allowed) {
         this.learn(call, verdict);
         return verdict;
@@ -264,7 +265,7 @@ export class SlicingStore implements RateLimitStore {
   private async exactly(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
     const decision = await this.inner.decide(calls, 'consume');
     calls.forEach((call, i) => {
-      if (isSliced(call) && decision.verdicts[i].reason === 0) this.learn(call, decision.verdicts[i]);
+      if (isSliced(call) && decision.verdicts[i].reason === Verdict.Allowed) this.learn(call, decision.verdicts[i]);
     });
     return decision;
   }
@@ -375,6 +376,6 @@ function fromSlice(slice: Slice, now: number): StoreVerdict {
     retryAfterMs: 0,
     delayMs: 0,
     moreQuotaMs: Math.max(0, Math.ceil(verdict.moreQuotaMs - elapsed)),
-    reason: 0,
+    reason: Verdict.Allowed,
   };
 }

@@ -1,4 +1,5 @@
 import type { RateLimitStore, RateLimitCall } from '../stores/store.interface';
+import { Verdict } from '../stores/verdicts';
 import { leaseRenewal } from '../service/lease';
 import { IntervalWarning } from '../shared/interval-warning';
 import { charged } from '../pipeline/charges';
@@ -139,8 +140,8 @@ export class LeaseHeartbeats {
     try {
       const { verdicts } = await this.store.decide([beat.renewal], 'consume');
       // Not held any more (it expired while the store was away): nothing left to keep. A fallback's answer
-      // (reason 3) says nothing about the lease, so the next renewal asks again.
-      if (!verdicts[0].allowed && verdicts[0].reason !== 3) this.stop(beat);
+      // (`Verdict.StoreUnavailable`) says nothing about the lease, so the next renewal asks again.
+      if (!verdicts[0].allowed && verdicts[0].reason !== Verdict.StoreUnavailable) this.stop(beat);
     } catch (error) {
       this.warning.warn(
         () =>

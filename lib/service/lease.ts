@@ -4,6 +4,7 @@ import type { RateLimitLease } from '../interfaces/service.interface';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { RateLimitEngine } from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
+import { Verdict } from '../stores/verdicts';
 import { resolveParams, type CompiledPolicy } from '../policy/compile-policy';
 import { parseDuration } from '../policy/duration';
 
@@ -39,7 +40,7 @@ async function renew(engine: RateLimitEngine, renewal: RateLimitCall, assertOpen
   // Straight to the store: a renewal is not a decision (no hook, no event), and it answers only "held?".
   const { verdicts } = await engine.store.decide([renewal], 'consume');
   assertOpen();
-  if (verdicts[0].reason === 3) {
+  if (verdicts[0].reason === Verdict.StoreUnavailable) {
     throw new RateLimitStoreError('lease.extend: the rate-limit store did not answer; whether the lease is still held is unknown.');
   }
   return verdicts[0].allowed;

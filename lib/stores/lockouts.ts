@@ -2,6 +2,7 @@ import { MAX_LOCKOUT_MS, type LockoutEscalation } from '../policy/compile-escala
 
 export { MAX_LOCKOUT_MS };
 import type { StoreDecision, StoreVerdict } from './store.interface';
+import { Verdict } from './verdicts';
 
 /**
  * What a lockout (or deny) key holds, as decide.lua writes `<until>[:<offences>][|<note>]`: a plain
@@ -91,13 +92,21 @@ export function lockoutNote(value: LockoutValue): string {
 }
 
 /**
- * A decision of `policies` verdicts, all rejected by a deny with `leftMs` to go (reason 4; the public
+ * A decision of `policies` verdicts, all rejected by a deny with `leftMs` to go (`Verdict.Denied`; the public
  * decision calls it `blocked`), as decide.lua replies it.
  */
 export function deniedDecision(policies: number, leftMs: number, nowMs: number, note: string): StoreDecision {
   const verdicts = new Array<StoreVerdict>(policies);
   for (let i = 0; i < policies; i++) {
-    verdicts[i] = { allowed: false, remaining: 0, resetMs: leftMs, retryAfterMs: leftMs, delayMs: 0, moreQuotaMs: leftMs, reason: 4 };
+    verdicts[i] = {
+      allowed: false,
+      remaining: 0,
+      resetMs: leftMs,
+      retryAfterMs: leftMs,
+      delayMs: 0,
+      moreQuotaMs: leftMs,
+      reason: Verdict.Denied,
+    };
     if (note !== '') verdicts[i].note = note;
   }
   return { nowMs, allowed: false, verdicts };

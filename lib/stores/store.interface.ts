@@ -1,5 +1,6 @@
 import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import type { LockoutEscalation } from '../policy/compile-escalation';
+import type { Verdict } from './verdicts';
 
 /** How long the store and this process each took, in ms, over the last 1,024 calls or ticks. */
 export interface StoreTimings {
@@ -30,7 +31,7 @@ export interface RateLimitCall {
   token: string;
   /**
    * The tracker's deny-list key, the same for every call of one decision: a decision finds it set rejects
-   * every policy (reason 4). Absent: no deny list applies (a lease's renewal).
+   * every policy (`Verdict.Denied`). Absent: no deny list applies (a lease's renewal).
    */
   denyKey?: string;
   /** What this call gets when the store fails or misses its deadline. */
@@ -47,12 +48,6 @@ export interface RateLimitCall {
  */
 export type StoreFallback = 'fail-open' | 'fail-closed' | 'insurance';
 
-/**
- * Why a verdict is what it is: 0 the counter, 1 a lockout, 2 the cost exceeds the capacity,
- * 3 the store was unavailable and the call's fallback decided, 4 the tracker is denied (`deny()`).
- */
-export type VerdictReason = 0 | 1 | 2 | 3 | 4;
-
 /** One policy's verdict, as the Lua script replies it. `retryAfterMs` −1 = never. */
 export interface StoreVerdict {
   allowed: boolean;
@@ -62,8 +57,9 @@ export interface StoreVerdict {
   delayMs: number;
   /** Ms until more quota is made available (see {@link RateLimitDecision.moreQuotaMs}). */
   moreQuotaMs: number;
-  reason: VerdictReason;
-  /** A deny's reason (reason 4), when it has one. */
+  /** What decided it: the counter (`Allowed`, `Limited`), a lockout, the capacity, a fallback or a deny. */
+  reason: Verdict;
+  /** A deny's reason (`Verdict.Denied`), when it has one. */
   note?: string;
 }
 

@@ -20,6 +20,7 @@ import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { RedisStore } from '../../lib/stores/redis/redis.store';
 import { ResilientStore } from '../../lib/pipeline/resilient.store';
 import type { RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
+import { Verdict } from '../../lib/stores/verdicts';
 import { CalendarPeriods, CalendarWindows } from '../../lib/policy/calendar';
 import { compilePolicy, type CompiledPolicy } from '../../lib/policy/compile-policy';
 import { trackerKeyPrefix } from '../../lib/shared/keys';
@@ -108,8 +109,24 @@ describe.each(['standalone', 'cluster'] as const)('calendar windows on Redis (%s
     }
     const left = (d: StoreDecision) => end - d.nowMs;
     expect(steps.map((d) => d.verdicts[0])).toEqual([
-      { allowed: true, remaining: 1, resetMs: left(steps[0]), retryAfterMs: 0, delayMs: 0, moreQuotaMs: left(steps[0]), reason: 0 },
-      { allowed: true, remaining: 0, resetMs: left(steps[1]), retryAfterMs: 0, delayMs: 0, moreQuotaMs: left(steps[1]), reason: 0 },
+      {
+        allowed: true,
+        remaining: 1,
+        resetMs: left(steps[0]),
+        retryAfterMs: 0,
+        delayMs: 0,
+        moreQuotaMs: left(steps[0]),
+        reason: Verdict.Allowed,
+      },
+      {
+        allowed: true,
+        remaining: 0,
+        resetMs: left(steps[1]),
+        retryAfterMs: 0,
+        delayMs: 0,
+        moreQuotaMs: left(steps[1]),
+        reason: Verdict.Allowed,
+      },
       {
         allowed: false,
         remaining: 0,
@@ -117,9 +134,17 @@ describe.each(['standalone', 'cluster'] as const)('calendar windows on Redis (%s
         retryAfterMs: left(steps[2]),
         delayMs: 0,
         moreQuotaMs: left(steps[2]),
-        reason: 0,
+        reason: Verdict.Limited,
       },
-      { allowed: true, remaining: 0, resetMs: left(steps[3]), retryAfterMs: 0, delayMs: 0, moreQuotaMs: left(steps[3]), reason: 0 },
+      {
+        allowed: true,
+        remaining: 0,
+        resetMs: left(steps[3]),
+        retryAfterMs: 0,
+        delayMs: 0,
+        moreQuotaMs: left(steps[3]),
+        reason: Verdict.Allowed,
+      },
       // A peek of one unit, with the period's two spent: it fits once the period has ended.
       {
         allowed: false,
@@ -128,7 +153,7 @@ describe.each(['standalone', 'cluster'] as const)('calendar windows on Redis (%s
         retryAfterMs: left(steps[4]),
         delayMs: 0,
         moreQuotaMs: left(steps[4]),
-        reason: 0,
+        reason: Verdict.Limited,
       },
     ]);
     // The window id is the period's start; the key lives until the period's end, no longer.
@@ -240,7 +265,7 @@ describe('a calendar decision Redis fails goes to the policy’s fallback', () =
     const periods = new CalendarPeriods(ahead.starts, (now) => windows.around(day, now, 'window'));
     const calls = callFor(calendarPolicy(day), periods, 2).map((call) => ({ ...call, fallback }));
     const d = await resilient.decide(calls, 'consume');
-    expect(d.verdicts[0]).toMatchObject({ allowed, remaining, reason: 3 });
+    expect(d.verdicts[0]).toMatchObject({ allowed, remaining, reason: Verdict.StoreUnavailable });
     expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^Redis failed the decision: calendar window: the store's clock/)]);
     await resilient.close();
   });

@@ -19,6 +19,7 @@ import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { StoreDecision } from '../../lib/stores/store.interface';
+import { Verdict } from '../../lib/stores/verdicts';
 import { compilePolicy } from '../../lib/policy/compile-policy';
 import { trackerKeyPrefix } from '../../lib/shared/keys';
 import { ceilDiv } from '../../lib/shared/math';
@@ -122,7 +123,7 @@ describe('1. fixed window INCR + EXPIRE: no immortal key, sub-second windows', (
       moreQuotaMs: wait,
       retryAfterMs: wait,
       delayMs: 0,
-      reason: 1,
+      reason: Verdict.Blocked,
     });
     expect(await admin.pttl(trackerKeyPrefix('rl', tracker) + 'svc:locked:b')).toBeLessThanOrEqual(30_000);
     // A refund of each.
@@ -194,7 +195,7 @@ describe('1. fixed window INCR + EXPIRE: no immortal key, sub-second windows', (
         moreQuotaMs: 0,
         retryAfterMs: 0,
         delayMs: 0,
-        reason: 0,
+        reason: Verdict.Allowed,
       });
     },
   );
@@ -264,7 +265,7 @@ describe('2. sliding log', () => {
         moreQuotaMs: admitted[0] + 300 - d.nowMs,
         retryAfterMs: admitted[0] + 300 - d.nowMs,
         delayMs: 0,
-        reason: 0,
+        reason: Verdict.Limited,
       });
       rejections++;
       await sleep(2);
@@ -281,7 +282,7 @@ describe('2. sliding log', () => {
       moreQuotaMs: 300,
       retryAfterMs: 0,
       delayMs: 0,
-      reason: 0,
+      reason: Verdict.Allowed,
     });
   });
 
@@ -328,7 +329,7 @@ describe('3. token bucket', () => {
       moreQuotaMs: 30_000,
       retryAfterMs: 0,
       delayMs: 0,
-      reason: 0,
+      reason: Verdict.Allowed,
     });
     const empty = await decide([policy], tracker);
     const el = empty.nowMs - full.nowMs;
@@ -339,7 +340,7 @@ describe('3. token bucket', () => {
       moreQuotaMs: ceilDiv(60_000 - 2 * el, 2),
       retryAfterMs: ceilDiv(60_000 - 2 * el, 2),
       delayMs: 0,
-      reason: 0,
+      reason: Verdict.Limited,
     });
   });
 
@@ -364,7 +365,7 @@ describe('3. token bucket', () => {
           moreQuotaMs: ceilDiv(1000 - ((Math.min(3 * el, 3000) - 1000) % 1000), 3),
           retryAfterMs: 0,
           delayMs: 0,
-          reason: 0,
+          reason: Verdict.Allowed,
         });
         break;
       }
@@ -375,7 +376,7 @@ describe('3. token bucket', () => {
         moreQuotaMs: 334 - el,
         retryAfterMs: 334 - el,
         delayMs: 0,
-        reason: 0,
+        reason: Verdict.Limited,
       });
       await sleep(1);
     }

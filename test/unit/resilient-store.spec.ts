@@ -10,6 +10,7 @@ import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine, type PolicyRequest } from '../../lib/pipeline/rate-limit.engine';
 import { ResilientStore, type ResilientStoreOptions } from '../../lib/pipeline/resilient.store';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback } from '../../lib/stores/store.interface';
+import { Verdict } from '../../lib/stores/verdicts';
 import { compilePolicy } from '../../lib/policy/compile-policy';
 import { trackerKeyPrefix } from '../../lib/shared/keys';
 
@@ -35,7 +36,7 @@ class FakeStore implements RateLimitStore {
         retryAfterMs: 0,
         delayMs: 0,
         moreQuotaMs: 1_000,
-        reason: 0 as const,
+        reason: Verdict.Allowed,
       })),
     }));
   }
@@ -341,7 +342,10 @@ describe('circuit', () => {
     expect(store.decideSync(calls, 'consume')).toBeUndefined();
     fake.behaviour = 'fail';
     await store.decide(calls, 'consume');
-    expect(store.decideSync(calls, 'consume')).toMatchObject({ allowed: false, verdicts: [{ allowed: false, reason: 3 }] });
+    expect(store.decideSync(calls, 'consume')).toMatchObject({
+      allowed: false,
+      verdicts: [{ allowed: false, reason: Verdict.StoreUnavailable }],
+    });
     now += 250;
     expect(store.decideSync(calls, 'consume')).toBeUndefined();
     expect(fake.decides).toBe(1);
@@ -398,7 +402,7 @@ class ManualStore implements RateLimitStore {
         retryAfterMs: 0,
         delayMs: 0,
         moreQuotaMs: 1_000,
-        reason: 0 as const,
+        reason: Verdict.Allowed,
       }));
       this.asked.push({ answer: () => resolve({ nowMs: 0, allowed: true, verdicts }), fail: reject });
     });

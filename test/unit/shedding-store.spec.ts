@@ -3,6 +3,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { SheddingStore } from '../../lib/pipeline/shedding.store';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
+import { Verdict } from '../../lib/stores/verdicts';
 import { LocalLeases } from '../../lib/stores/memory/local-leases';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { compilePolicy } from '../../lib/policy/compile-policy';
@@ -20,7 +21,7 @@ class RejectingStore implements RateLimitStore {
       retryAfterMs: 1_000,
       delayMs: 0,
       moreQuotaMs: 1_000,
-      reason: 0 as const,
+      reason: Verdict.Limited,
     }));
     return { nowMs: 0, allowed: false, verdicts };
   }
@@ -129,7 +130,7 @@ describe('SheddingStore and concurrency leases', () => {
   });
 
   it('counts no lease a fallback answered (the store was down: nothing is held there)', async () => {
-    const verdict = (allowed: boolean, reason: 0 | 3) => ({
+    const verdict = (allowed: boolean, reason: Verdict) => ({
       allowed,
       remaining: 0,
       resetMs: 5_000,
@@ -138,7 +139,12 @@ describe('SheddingStore and concurrency leases', () => {
       moreQuotaMs: 5_000,
       reason,
     });
-    const answers = [verdict(true, 3), verdict(true, 3), verdict(false, 0), verdict(false, 0)];
+    const answers = [
+      verdict(true, Verdict.StoreUnavailable),
+      verdict(true, Verdict.StoreUnavailable),
+      verdict(false, Verdict.Limited),
+      verdict(false, Verdict.Limited),
+    ];
     let asked = 0;
     const inner: RateLimitStore = {
       decide: async () => {
@@ -170,7 +176,7 @@ describe('LocalLeases', () => {
   const allowed: StoreDecision = {
     nowMs: 0,
     allowed: true,
-    verdicts: [{ allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, moreQuotaMs: 0, reason: 0 }],
+    verdicts: [{ allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, moreQuotaMs: 0, reason: Verdict.Allowed }],
   };
 
   it('holds about `limit` leases per key: leases never released are dropped once expired', () => {
@@ -283,7 +289,7 @@ describe('SheddingStore: a remembered rejection answers only what it answers exa
     expect(await consume(call(gcra, 1))).toMatchObject({ allowed: false, verdicts: [{ retryAfterMs: 600 }] });
     expect(asked.count).toBe(2);
     await store.block(call(gcra, 1), 60_000);
-    expect(await consume(call(gcra, 1))).toMatchObject({ allowed: false, verdicts: [{ reason: 1, retryAfterMs: 60_000 }] });
+    expect(await consume(call(gcra, 1))).toMatchObject({ allowed: false, verdicts: [{ reason: Verdict.Blocked, retryAfterMs: 60_000 }] });
     expect(asked.count).toBe(3);
   });
 
@@ -317,7 +323,9 @@ describe('SheddingStore: a remembered rejection answers only what it answers exa
     answers[0]({
       nowMs: 10_000,
       allowed: false,
-      verdicts: [{ allowed: false, remaining: 0, resetMs: 2_000, retryAfterMs: 2_000, delayMs: 0, moreQuotaMs: 2_000, reason: 0 }],
+      verdicts: [
+        { allowed: false, remaining: 0, resetMs: 2_000, retryAfterMs: 2_000, delayMs: 0, moreQuotaMs: 2_000, reason: Verdict.Limited },
+      ],
     });
     await rejection;
     expect(store.decideSync(calls, 'consume')).toMatchObject({ allowed: false });

@@ -7,6 +7,7 @@ import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { ResilientStore } from '../../lib/pipeline/resilient.store';
 import { SlicingStore } from '../../lib/pipeline/slicing.store';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../../lib/stores/store.interface';
+import { Verdict } from '../../lib/stores/verdicts';
 import { compilePolicy } from '../../lib/policy/compile-policy';
 import { trackerKeyPrefix } from '../../lib/shared/keys';
 
@@ -19,7 +20,7 @@ function callsFor(policy: RateLimitPolicy, tracker = 'global'): RateLimitCall[] 
   ]);
 }
 
-/** A memory store that answers only with a promise, counts what it is asked, and can answer as a fallback would (reason 3). */
+/** A memory store that answers only with a promise, counts what it is asked, and can answer as a fallback would (`Verdict.StoreUnavailable`). */
 class CountingStore implements RateLimitStore {
   private readonly memory = new MemoryStore();
   decides: Array<{ costs: number[]; mode: DecisionMode }> = [];
@@ -36,7 +37,7 @@ class CountingStore implements RateLimitStore {
       retryAfterMs: 0,
       delayMs: 0,
       moreQuotaMs: 0,
-      reason: 3 as const,
+      reason: Verdict.StoreUnavailable,
     }));
     return { nowMs: Date.now(), allowed: true, verdicts };
   }
@@ -121,7 +122,7 @@ describe('SlicingStore', () => {
     inner.fallback = true;
     const store = new SlicingStore(inner);
     const calls = callsFor(hot);
-    for (let i = 0; i < 2; i++) expect((await store.decide(calls, 'consume')).verdicts[0].reason).toBe(3);
+    for (let i = 0; i < 2; i++) expect((await store.decide(calls, 'consume')).verdicts[0].reason).toBe(Verdict.StoreUnavailable);
     // Each request: the grant the store could not make, then the request itself.
     expect(inner.decides.map((d) => d.costs)).toEqual([[10], [1], [10], [1]]);
     await store.close();
@@ -143,7 +144,7 @@ describe('SlicingStore', () => {
     const answers: boolean[] = [];
     for (let i = 0; i < 11; i++) {
       const decision = store.decideSync(calls, 'consume') ?? (await store.decide(calls, 'consume'));
-      expect(decision.verdicts[0].reason).toBe(3);
+      expect(decision.verdicts[0].reason).toBe(Verdict.StoreUnavailable);
       answers.push(decision.allowed);
     }
     expect(answers).toEqual([...Array<boolean>(10).fill(true), false]);

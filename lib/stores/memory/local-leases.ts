@@ -1,5 +1,6 @@
 import { LruMap } from '../../shared/lru-map';
 import type { RateLimitCall, StoreDecision } from '../store.interface';
+import { Verdict } from '../verdicts';
 
 /**
  * Keys with a higher limit are not tracked: their leases could not be counted in little memory, and a
@@ -39,8 +40,8 @@ export class LocalLeases {
   took(calls: readonly RateLimitCall[], decision: StoreDecision, askedAt: number): void {
     for (let i = 0; i < calls.length; i++) {
       const call = calls[i];
-      // A fallback's answer (reason 3) took nothing in the store.
-      if (call.algorithm.name !== 'concurrency' || call.cost <= 0 || decision.verdicts[i].reason !== 0) continue;
+      // A fallback's answer (`Verdict.StoreUnavailable`) took nothing in the store.
+      if (call.algorithm.name !== 'concurrency' || call.cost <= 0 || decision.verdicts[i].reason !== Verdict.Allowed) continue;
       if (call.params.limit > MAX_TRACKED_LIMIT) continue;
       let leases = this.byKey.get(call.stateKey, true);
       if (!leases) {

@@ -2,6 +2,7 @@ import type { AlgorithmParams, AlgorithmVerdict } from '../../algorithms/algorit
 import { LruMap } from '../../shared/lru-map';
 import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from '../lockouts';
 import type { RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, DecisionMode } from '../store.interface';
+import { Verdict } from '../verdicts';
 
 /** A source of time in milliseconds; tests inject a fake one. */
 export type RateLimitClock = () => number;
@@ -148,7 +149,7 @@ export class MemoryStore implements RateLimitStore {
     const until = lockout === undefined ? undefined : lockoutUntil(lockout);
     if (until !== undefined && until > now) {
       const left = until - now;
-      return { allowed: false, remaining: 0, resetMs: left, retryAfterMs: left, delayMs: 0, moreQuotaMs: left, reason: 1 };
+      return { allowed: false, remaining: 0, resetMs: left, retryAfterMs: left, delayMs: 0, moreQuotaMs: left, reason: Verdict.Blocked };
     }
     const { algorithm, cost } = call;
     const params = paramsAt(call.params, now);
@@ -161,11 +162,11 @@ export class MemoryStore implements RateLimitStore {
       retryAfterMs: v.retryAfterMs,
       delayMs: v.delayMs,
       moreQuotaMs: v.moreQuotaMs,
-      reason: 0,
+      reason: v.allowed ? Verdict.Allowed : Verdict.Limited,
     };
     const capacity = algorithm.usesBurst ? params.burst : params.limit;
     if (cost > capacity) {
-      return { ...verdict, allowed: false, retryAfterMs: -1, reason: 2 };
+      return { ...verdict, allowed: false, retryAfterMs: -1, reason: Verdict.CostExceedsCapacity };
     }
     if (!v.allowed && call.blockForMs > 0 && mode === 'consume') {
       const { lengthMs, value, ttlMs } = newLockout(call.blockForMs, call.escalate, lockout, now);
@@ -173,7 +174,7 @@ export class MemoryStore implements RateLimitStore {
       verdict.retryAfterMs = Math.max(verdict.retryAfterMs, lengthMs);
       verdict.resetMs = Math.max(verdict.resetMs, lengthMs);
       verdict.moreQuotaMs = Math.max(verdict.moreQuotaMs, lengthMs);
-      verdict.reason = 1;
+      verdict.reason = Verdict.Blocked;
     }
     if (v.allowed) charges[i] = v;
     return verdict;

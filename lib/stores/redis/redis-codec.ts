@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
-import type { RateLimitCall, StoreDecision, StoreVerdict, VerdictReason } from '../store.interface';
+import type { RateLimitCall, StoreDecision, StoreVerdict } from '../store.interface';
+import { Verdict } from '../verdicts';
 
 /**
  * The wire format of the decision scripts (algorithms/decide.lua), shared by every Redis client's transport:
@@ -27,9 +28,11 @@ export function luaScript(lua: string): LuaScript {
 }
 
 /**
- * Appends one decision's keys, and its one argument, in the layout of algorithms/decide.lua: a JSON array of
- * the mode and seven values per policy (numbers are whole, so they print exactly). A calendar window's
- * window is its four period starts, a nested array (see fixed-window.lua).
+ * Appends one decision's keys, and its one argument, in the layout algorithms/decide.lua's header gives (the
+ * one place it is written down): keys per policy (state, lockout), then the deny key; one JSON array of the
+ * mode and, per policy, seven values: algorithm id, cost (units), limit, window (ms), burst, blockFor (ms),
+ * token. Numbers are whole, so they print exactly. A calendar window's window is its four period starts, and
+ * an escalating lockout's blockFor `[first ms, factor, max ms, forgiveAfter ms]`: nested arrays.
  */
 export function appendCall(keys: string[], args: string[], calls: readonly RateLimitCall[], mode: string): void {
   let json = `["${mode}"`;
@@ -60,26 +63,28 @@ function denyKeyOf(call: RateLimitCall): string {
 }
 
 /**
- * One decision of a script reply: six integers per policy from `offset` (see algorithms/decide.lua); a denied
- * decision has its reason, a string, in place of each delay.
+ * One decision of a script reply: six integers per policy from `offset` (see algorithms/decide.lua's header):
+ * status (a {@link Verdict} code), remaining, reset, retry after, delay and more; a denied decision has its
+ * reason, a string, in place of each delay.
  */
 export function parseDecision(reply: readonly number[], offset: number, policies: number): StoreDecision {
   const verdicts: StoreVerdict[] = [];
   let allowed = true;
   for (let i = 0; i < policies; i++) {
     const b = offset + i * REPLY_PER_CALL;
-    const status = reply[b];
-    if (status !== 0) allowed = false;
+    // The status is a Verdict code as the script wrote it (VERDICT_* in the scripts): read as it is.
+    const status = reply[b] as Verdict;
+    if (status !== Verdict.Allowed) allowed = false;
     const verdict: StoreVerdict = {
-      allowed: status === 0,
+      allowed: status === Verdict.Allowed,
       remaining: reply[b + 1],
       resetMs: reply[b + 2],
       retryAfterMs: reply[b + 3],
       delayMs: reply[b + 4],
       moreQuotaMs: reply[b + 5],
-      reason: (status === 0 ? 0 : status - 1) as VerdictReason,
+      reason: status,
     };
-    if (status === 5) {
+    if (status === Verdict.Denied) {
       const note = verdict.delayMs as unknown;
       verdict.delayMs = 0;
       if (typeof note === 'string') verdict.note = note;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
+import { VERDICT_PRELUDE } from '../verdicts';
 
 const DISPATCHER = readFileSync(join(__dirname, '..', '..', 'algorithms', 'decide.lua'), 'utf8');
 const LONE = readFileSync(join(__dirname, '..', '..', 'algorithms', 'lone.lua'), 'utf8');
@@ -9,12 +10,12 @@ const BUCKET = readFileSync(join(__dirname, '..', '..', 'algorithms', 'bucket.lu
 const STATE = readFileSync(join(__dirname, '..', '..', 'algorithms', 'state.lua'), 'utf8');
 
 /**
- * Builds the decision script for a set of algorithms: the dispatcher with their fragments spliced in.
- * One script per algorithm keeps the common single-policy call lean; one with all of them serves routes
- * whose policies mix algorithms.
+ * Builds the decision script for a set of algorithms: the dispatcher (algorithms/decide.lua) with the verdict
+ * codes, their fragments and decide-one.lua spliced in where its markers stand. One script per algorithm keeps
+ * the common single-policy call lean; one with all of them serves routes whose policies mix algorithms.
  */
 export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): string {
-  return DISPATCHER.replace('--@fragments', () => fragmentsOf(algorithms)).replace('--@decide-one', () => DECIDE_ONE);
+  return compose(DISPATCHER, algorithms);
 }
 
 /**
@@ -23,7 +24,15 @@ export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): 
  * slots.
  */
 export function composeLoneScript(algorithm: RateLimitAlgorithm): string {
-  return LONE.replace('--@fragments', () => fragmentsOf([algorithm])).replace('--@decide-one', () => DECIDE_ONE);
+  return compose(LONE, [algorithm]);
+}
+
+/** `host` with its markers replaced: the `VERDICT_*` locals, the algorithms' fragments, decide-one.lua. */
+function compose(host: string, algorithms: readonly RateLimitAlgorithm[]): string {
+  return host
+    .replace('--@verdicts', () => VERDICT_PRELUDE)
+    .replace('--@fragments', () => fragmentsOf(algorithms))
+    .replace('--@decide-one', () => DECIDE_ONE);
 }
 
 function fragmentsOf(algorithms: readonly RateLimitAlgorithm[]): string {
