@@ -1,7 +1,10 @@
 --[[
   Shared by token-bucket, gcra and leaky-bucket (see bucket.ts): decide a request against a bucket whose
-  debt (distance from full, in units × window ms; `limit` of it repaid per ms) is `debt`.
-  Returns { allowed, remaining, reset ms, retry ms, delay = 0, debt after, more = ms until the next whole unit }.
+  debt (distance from full, in units × window ms; `limit` of it repaid per ms) is `debt`. Spliced in before
+  their fragments when a script holds one of them; no KEYS, ARGV or redis calls.
+  bucket(debt, cost (units), limit (units per window), window (ms), burst (units: the capacity))
+    -> { allowed, remaining (units), reset ms, retry ms, delay = 0, debt after, more = ms until the next whole unit }
+  Needs ceildiv from its host.
 ]]
 -- Ms until the level (capacity - debt) reaches its next multiple of window: one more whole unit; 0 at full.
 -- A level below zero (a penalty, an overdraft) reports 0 units until it is back to one whole unit.

@@ -1,13 +1,18 @@
 --[[
   concurrency: live leases. Each lease is a sorted-set member "<token>:<i>" (one per unit of cost, i = 1..cost)
   scored by its expiry; a lease whose holder died expires after `window`. Allowed iff live leases + cost <= limit.
-  KEY    state sorted set { "<token>:<i>" -> expiry ms }
   A negative cost renews the lease named by token (its -cost members): allowed iff it is still live, and the
   commit moves its expiry to now + window (never earlier: ZADD XX of members that exist, so nothing is re-created).
   Refund releases the lease named by token: its members from ":1" up to the first missing one, so a cost above
   what is held costs nothing (no loop per unit of cost).
-  Reply: { allowed, remaining, reset ms, retry ms, 0, more = ms until the lease whose expiry raises remaining
-         expires (the soonest, or the (n − limit + 1)-th soonest when more than the limit are live); 0 when none }
+
+  Fragment ALG[7] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
+  the policy's state key and its values: cost (units; negative: a renewal), limit (leases), window (a lease's
+  life, ms), now (server ms), token (the lease id).
+  KEY    state sorted set { "<token>:<i>" -> expiry ms }
+  check -> { allowed, remaining, reset ms, retry ms, delay (0), more = ms until the lease whose expiry raises
+         remaining expires (the soonest, or the (n − limit + 1)-th soonest when more than the limit are live);
+         0 when none }
   A renewal's `more` is measured by its commit, once the lease has moved.
 ]]
 local function liveLeases(key, now)

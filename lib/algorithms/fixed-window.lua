@@ -3,8 +3,12 @@
   A calendar window arrives as `window` = { b0, b1, b2, b3 }, four consecutive period starts (ms) the app
   computed around its own clock; the window is the period holding the server's now ([b0,b1), [b1,b2) or
   [b2,b3)), its id the period's start. A now outside [b0, b3) fails the decision (clocks a period apart).
+
+  Fragment ALG[1] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
+  the policy's state key and its values: cost (units), limit (units per window), window (ms, or the four
+  period starts), now (server ms), token (a settlement's charge time, ms, or ''). Uses state.lua.
   KEY    state string "<window id>:<units counted in that window>" (state.lua)
-  check(key, cost, limit, window, burst, now) -> { allowed, remaining, reset ms, retry ms, delay, window id, new count, new window?,
+  check -> { allowed, remaining, reset ms, retry ms, delay (0), window id, new count, new window?,
     more = ms until more quota: the window's end once anything is counted in it, else 0 }
   commit writes a new window's count, expiring at the window's end, or the count of the window it holds with
   its expiry kept; refund gives units back in the same window (a negative cost, a penalty, charges them,

@@ -1,10 +1,15 @@
 --[[
   gcra: generic cell rate algorithm. One theoretical arrival time (TAT) per key; a request of `cost` is
   allowed iff max(tat, now) + cost·T - burst·T <= now, T = window / limit.
+  Measured in 1/limit ms the emission interval T is exactly `window`, so nothing is rounded (bucket.lua).
+
+  Fragment ALG[5] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
+  the policy's state key and its values: cost (units), limit (units per window), window (ms), burst (units: the
+  capacity), now (server ms). Uses state.lua and bucket.lua.
   KEY    state string "<t>:<r>:<l>:<w>" (state.lua): t = TAT, whole ms; r = the TAT's remainder in 1/l ms; l, w =
          the limit and window the TAT was measured with, so a changed rate rescales what is owed instead of
          repaying it at the old rate
-  Measured in 1/limit ms the emission interval T is exactly `window`, so nothing is rounded (bucket.lua).
+  check -> bucket.lua's reply
 ]]
 local function gcraStore(key, debt, limit, window, now)
   if debt == 0 then redis.call('DEL', key) return end

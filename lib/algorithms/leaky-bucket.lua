@@ -1,8 +1,12 @@
 --[[
   leaky-bucket: a queue of up to `burst` units that drains at limit / window. An admitted request waits for
   the queue ahead of it to drain: delay = level / rate (nginx limit_req without nodelay).
+
+  Fragment ALG[6] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
+  the policy's state key and its values: cost (units), limit (units drained per window), window (ms), burst
+  (units: the queue's capacity), now (server ms). Uses state.lua and bucket.lua.
   KEY    state string "<level × k (scaled)>:<last leak, ms>:<k = the window the level is scaled by>" (state.lua)
-  Reply slot 5 is the delay in ms (bucket.lua for the shared arithmetic).
+  check -> bucket.lua's reply with slot 5 the delay (ms) when allowed, then slot 7 = the time it leaked up to (ms)
 ]]
 local function leakyLevel(key, limit, window, now)
   local v = redis.call('GET', key)

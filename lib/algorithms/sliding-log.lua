@@ -1,10 +1,14 @@
 --[[
   sliding-log: exact. One sorted-set entry per unit taken, scored by its time; allowed iff the entries in
   (now − W, now] plus cost fit the limit. Rejected requests are never logged.
+
+  Fragment ALG[3] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
+  the policy's state key and its values: cost (units), limit (units per window), window (W, ms), now (server
+  ms), token (a settlement's charge time, ms, or '').
   KEY    state sorted set; member "<ms>:<n, 8 digits>", unique even for many entries in one millisecond
          (n continues the count of entries already at that millisecond), score = ms.
-  Reply: { allowed, remaining, reset ms, retry ms, 0, more = ms until the entry whose ageing out raises remaining
-         (the oldest, or the (n − limit + 1)-th oldest when the log holds more than the limit) leaves the window }
+  check -> { allowed, remaining, reset ms, retry ms, delay (0), more = ms until the entry whose ageing out raises
+         remaining (the oldest, or the (n − limit + 1)-th oldest when the log holds more than the limit) leaves the window }
 ]]
 local function slidingLogTrim(key, window, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)

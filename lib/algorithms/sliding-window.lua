@@ -2,8 +2,12 @@
   sliding-window: Cloudflare's approximation. Counts of the current and previous aligned windows; the
   previous one weighs by how much of it still overlaps the sliding window:
   allowed iff prev·(W − e) + (cur + cost)·W <= limit·W, e = ms into the current window (exact integers).
+
+  Fragment ALG[2] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
+  the policy's state key and its values: cost (units), limit (units per window), window (W, ms), now (server
+  ms), token (a settlement's charge time, ms, or ''). Uses state.lua.
   KEY    state string "<current window id>:<its count>:<previous window's count>" (state.lua)
-  Reply: { allowed, remaining, reset ms, retry ms, 0, window id, new count, prev, expiry moves?,
+  check -> { allowed, remaining, reset ms, retry ms, delay (0), window id, new count, prev, expiry moves?,
            more = ms until the weighted count has dropped by enough to raise floor(remaining) }
 ]]
 local function slidingCounts(key, window, now)

@@ -1,7 +1,10 @@
 --[[
   State kept in a string key: whole numbers joined by ':' (fixed-window, sliding-window and the buckets).
   One GET and one SET … PX (or KEEPTTL) do what HMGET, HSET and PEXPIRE did on a small hash, and the key is
-  16 bytes smaller (bench/README.md).
+  16 bytes smaller (bench/README.md). Spliced in before the fragments when a script holds one of them; no KEYS
+  or ARGV of its own: each helper gets the key its fragment was passed.
+    foreignValue(key, v)     raises { err = message } naming the key: a value the rate limiter did not write
+    putState(key, value, px) SET value, PX px (ms), or KEEPTTL when px is nil; replies nothing
 ]]
 -- Fails the decision on a value v of `key` that its algorithm's pattern does not match: someone else's data
 -- under our prefix. (Callers match inline: a call per decision would cost more than the match.)

@@ -1,8 +1,13 @@
 --[[
   token-bucket: starts full with `burst` tokens, refills continuously at limit / window; a request takes `cost`.
+  Tokens are kept scaled by the window, so refill keeps every fraction (see bucket.lua).
+
+  Fragment ALG[4] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
+  the policy's state key and its values: cost (units), limit (units refilled per window), window (ms), burst
+  (units: the capacity), now (server ms). Uses state.lua and bucket.lua.
   KEY    state string "<tokens × k (scaled; below 0 after an overdraft)>:<last refill, ms>:<k = the window the
          tokens are scaled by>" (state.lua)
-  Tokens are kept scaled by the window, so refill keeps every fraction (see bucket.lua).
+  check -> bucket.lua's reply, then slot 7 = the time it refilled up to (ms)
 ]]
 local function tokenBucketDebt(key, limit, window, burst, now)
   local v = redis.call('GET', key)
