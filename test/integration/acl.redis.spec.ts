@@ -1,5 +1,5 @@
 /**
- * The README's Redis ACL (docs/operations.md › Security and deployment), read from that file when the test runs, against
+ * The README's Redis ACL (docs/redis-clients-and-servers.md › Security and deployment), read from that file when the test runs, against
  * real servers. A user with exactly those grants runs everything the library sends — every algorithm through
  * consume, peek, penalty, refund, reserve/settle, leases (`extend` included), lockouts (escalating too),
  * calendar windows, multi-policy and batched decisions, the deny list, `NOSCRIPT` recovery, the wrong-type
@@ -23,7 +23,7 @@ import { REDIS_CLIENTS, type RedisClientKind, type RedisClientName } from '../su
 import { libraryCluster, startRedis, startRedisCluster, startRedisSentinel } from '../support/redis-server';
 import { serviceOver } from '../support/store-chain';
 
-const README = join(__dirname, '..', '..', 'docs', 'operations.md');
+const README = join(__dirname, '..', '..', 'docs', 'redis-clients-and-servers.md');
 const ROOT = join(__dirname, '..', '..', 'lib', 'algorithms');
 const USER = { username: 'ratelimit', password: 'secret' };
 const registry = new RateLimitAlgorithmRegistry();
