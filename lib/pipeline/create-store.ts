@@ -3,7 +3,7 @@ import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registr
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { MemoryStore, type RateLimitClock } from '../stores/memory/memory.store';
 import { RedisStore } from '../stores/redis/redis.store';
-import { ResilientStore } from './resilient.store';
+import { ResilientStore, type ResilientStoreOptions } from './resilient.store';
 import { SheddingStore } from './shedding.store';
 import { SlicingStore } from './slicing.store';
 import { describeRedis } from '../stores/store-description';
@@ -26,20 +26,38 @@ export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
   retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 1_000),
 };
 
+/** The module's `redis` option, when set. */
+type RedisOption = NonNullable<RateLimitModuleOptions['redis']>;
+
 /**
  * The store the options ask for: the memory store, or Redis (from a URL, ioredis options, or a client of yours:
- * ioredis, node-redis or Valkey GLIDE)
- * behind deadlines and fallbacks ({@link ResilientStore}), quota slices for policies with `slice`
- * ({@link SlicingStore}) and hot-key shedding ({@link SheddingStore}).
+ * ioredis, node-redis or Valkey GLIDE) in the decision pipeline. Each layer wraps the one before it (a
+ * `StoreLayer`); a decision meets them in the opposite order: the engine's deny list (in front of the store),
+ * hot-key shedding, quota slices, resilience, then Redis.
  */
 export function createStore(options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, clock?: RateLimitClock): RateLimitStore {
   const { redis } = options;
   if (redis === undefined) return new MemoryStore({ maxKeys: options.memory?.maxKeys, clock });
+  const redisStore = redisStoreFor(redis, registry, options);
+  const shedding = options.hotKeyShedding ?? {};
+  let store: RateLimitStore = redisStore;
+  store = new ResilientStore(store, resilienceOptions(redis, redisStore, options)); // deadline, circuit, onStoreError
+  store = new SlicingStore(store); // policies with `slice`
+  if (shedding !== false) store = new SheddingStore(store, shedding.maxKeys ?? 10_000); // hotKeyShedding
+  return store;
+}
+
+/** Redis from a client of yours (yours to close), or from a URL or ioredis options (a client this library owns). */
+function redisStoreFor(redis: RedisOption, registry: RateLimitAlgorithmRegistry, options: RateLimitModuleOptions): RedisStore {
   const batch = options.batchDecisions ?? true;
-  const redisStore = isRedisClient(redis)
+  return isRedisClient(redis)
     ? new RedisStore(redis, registry.all(), false, batch)
     : watched(new RedisStore(createClient(redis), registry.all(), true, batch), options);
-  const resilient = new ResilientStore(redisStore, {
+}
+
+/** What {@link ResilientStore} needs from the options, and from the Redis store it wraps. */
+function resilienceOptions(redis: RedisOption, redisStore: RedisStore, options: RateLimitModuleOptions): ResilientStoreOptions {
+  return {
     timeoutMs: options.storeTimeoutMs ?? 100,
     insuranceShare: options.insuranceShare ?? 1,
     logIntervalMs: options.storeErrorLogIntervalMs ?? 10_000,
@@ -49,10 +67,7 @@ export function createStore(options: RateLimitModuleOptions, registry: RateLimit
     connectionError: () => redisStore.connectionError(),
     // On a Cluster, one circuit per master: one master's outage must not send every other key to the fallback.
     shardOf: redisStore.isCluster ? (key) => redisStore.nodeOf(key) : undefined,
-  });
-  const sliced = new SlicingStore(resilient);
-  const shedding = options.hotKeyShedding ?? {};
-  return shedding === false ? sliced : new SheddingStore(sliced, shedding.maxKeys ?? 10_000);
+  };
 }
 
 function createClient(redis: string | RedisOptions): Redis {

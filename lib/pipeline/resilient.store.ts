@@ -3,7 +3,8 @@ import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { MemoryStore } from '../stores/memory/memory.store';
 import { describeCause } from '../stores/store-description';
 import { StoreDeadlines, type StoreTimings } from './store-deadlines';
-import { penalizeIn, pingStore } from '../stores/store-health';
+import { isOutageOf, penalizeIn, pingStore } from '../stores/store-health';
+import { StoreLayer } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 
@@ -19,12 +20,12 @@ export interface ResilientStoreOptions {
   retryAfterFailureMs: number;
   /** Called on every store failure (already rate-limited logging is separate). */
   onError?: (error: Error) => void;
-  /** The primary store as log lines name it (`Redis at 127.0.0.1:6379`); without it, lines say "rate-limit store". */
+  /** The inner store as log lines name it (`Redis at 127.0.0.1:6379`); without it, lines say "rate-limit store". */
   name?: string;
-  /** Why the primary store cannot be reached, when it knows (its client's last connection error). */
+  /** Why the inner store cannot be reached, when it knows (its client's last connection error). */
   connectionError?: () => Error | undefined;
   /**
-   * Which part of the primary store holds a key (for a Redis Cluster, the master serving its slot), so that an
+   * Which part of the inner store holds a key (for a Redis Cluster, the master serving its slot), so that an
    * outage opens the circuit for that part's keys only and the others keep deciding with the store. Absent,
    * or `undefined` for a key: one circuit for the whole store.
    */
@@ -39,7 +40,7 @@ export interface ResilientStoreOptions {
 const WHOLE = '';
 
 /**
- * Keeps a slow or failing store from taking requests down with it. Every decision has a deadline, counted in
+ * Keeps a slow or failing store (`inner`, the one it wraps) from taking requests down with it. Every decision has a deadline, counted in
  * the store's own time (a stall of this process is not the store's: see {@link StoreDeadlines}). A failure is
  * either an outage (no answer, a lost connection, `CLUSTERDOWN`…) or the decision's own (a key holding someone
  * else's data, a calendar period the store's clock is not in); only an outage of a store, or of a Cluster
@@ -51,10 +52,10 @@ const WHOLE = '';
  * An outage is logged when it begins (at most once per `logIntervalMs`, naming the store and the cause) and,
  * once reported, when the store answers again; a decision's own failure once per cause and interval.
  */
-export class ResilientStore implements RateLimitStore {
+export class ResilientStore extends StoreLayer {
   private readonly logger = new Logger('RateLimit');
   private readonly insurance: MemoryStore;
-  /** Calls a fallback answered: they took nothing from the primary store, so their refunds never go there. */
+  /** Calls a fallback answered: they took nothing from the inner store, so their refunds never go there. */
   private readonly answeredLocally = new WeakSet<RateLimitCall>();
   private readonly deadlines: StoreDeadlines;
   /** Per shard ({@link WHOLE} without shards): until when decisions skip it. One entry per shard that ever failed. */
@@ -75,77 +76,78 @@ export class ResilientStore implements RateLimitStore {
   private readonly wallClock: () => number;
 
   constructor(
-    private readonly primary: RateLimitStore,
+    inner: RateLimitStore,
     private readonly options: ResilientStoreOptions,
   ) {
+    super(inner);
     this.clock = options.clock ?? (() => performance.now());
     this.wallClock = options.wallClock ?? Date.now;
     this.insurance = new MemoryStore({ clock: this.wallClock });
     this.deadlines = new StoreDeadlines(options.timeoutMs, this.clock);
   }
 
-  decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+  override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     // All keys of one decision share a hash tag, so its first key's shard is the decision's.
     const key = calls[0]?.stateKey;
     const shard = this.shardOf(key);
     if (this.isOpen(shard)) return Promise.resolve(this.fallback(calls, mode));
-    return this.withDeadline(this.primary.decide(calls, mode), () => this.fallback(calls, mode), key, shard);
+    return this.withDeadline(this.inner.decide(calls, mode), () => this.fallback(calls, mode), key, shard);
   }
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
-  decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
+  override decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
     return this.isOpen(this.shardOf(calls[0]?.stateKey)) ? this.fallback(calls, mode) : undefined;
   }
 
   /**
-   * Gives back only what was taken, where it was taken: a call the primary store decided, to it; a call the
+   * Gives back only what was taken, where it was taken: a call the inner store decided, to it; a call the
    * fallback answered took nothing there (`fail-open`, `fail-closed`) or only from the insurance store
-   * (`insurance`): giving it back to the primary would erase a real count there, and a lease release would
+   * (`insurance`): giving it back to the inner store would erase a real count there, and a lease release would
    * only wait out its deadline against a store that is down.
    */
-  async refund(calls: readonly RateLimitCall[]): Promise<void> {
-    const primary = calls.filter((c) => !this.answeredLocally.has(c));
+  override async refund(calls: readonly RateLimitCall[]): Promise<void> {
+    const decidedByInner = calls.filter((c) => !this.answeredLocally.has(c));
     const insured = calls.filter((c) => c.fallback === 'insurance' && this.answeredLocally.has(c));
-    if (primary.length > 0) await this.bestEffort(primary);
+    if (decidedByInner.length > 0) await this.bestEffort(decidedByInner);
     if (insured.length > 0) await this.insurance.refund(insured.map((c) => this.insuredCall(c)));
   }
 
-  /** Always the primary store's: a penalty is never decided by a fallback (it rejects when the store fails). */
-  penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
-    return this.withDeadline(penalizeIn(this.primary, calls));
+  /** Always the inner store's: a penalty is never decided by a fallback (it rejects when the store fails). */
+  override penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+    return this.withDeadline(penalizeIn(this.inner, calls));
   }
 
-  async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
-    await this.withDeadline(this.primary.block(calls, ms));
+  override async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+    await this.withDeadline(this.inner.block(calls, ms));
   }
 
-  async delete(keys: readonly string[]): Promise<void> {
+  override async delete(keys: readonly string[]): Promise<void> {
     await this.insurance.delete(keys);
-    await this.withDeadline(this.primary.delete(keys));
+    await this.withDeadline(this.inner.delete(keys));
   }
 
-  /** The primary store's `PING` within `timeoutMs`; a failed ping is not a decision failure (no fallback window, no `onError`). */
-  ping(): Promise<void> {
-    return this.withDeadline(pingStore(this.primary));
+  /** The inner store's `PING` within `timeoutMs`; a failed ping is not a decision failure (no fallback window, no `onError`). */
+  override ping(): Promise<void> {
+    return this.withDeadline(pingStore(this.inner));
   }
 
   /** How long the store took to answer lately, and this process's own stalls meanwhile. */
-  timings(): StoreTimings {
+  override timings(): StoreTimings {
     return this.deadlines.timings();
   }
 
   /**
-   * The primary store's `ready`; when it is, logs how long a `PING` took and what the deadline counts; when it
+   * The inner store's `ready`; when it is, logs how long a `PING` took and what the deadline counts; when it
    * is not, warns (naming the store and the cause) and starts an outage.
    */
-  async ready(timeoutMs: number): Promise<boolean> {
+  override async ready(timeoutMs: number): Promise<boolean> {
     const started = this.clock();
-    const ready = (await this.primary.ready?.(timeoutMs)) ?? true;
+    const ready = (await this.inner.ready?.(timeoutMs)) ?? true;
     if (!ready) {
       this.downSince ??= started;
       const line = this.unavailable(new RateLimitStoreError(`not connected after ${timeoutMs} ms`));
       this.warn(`${line}. Starting anyway; deciding with each policy's onStoreError until it answers.`, this.clock());
-    } else if (this.primary.ping) {
+    } else if (this.inner.ping) {
       await this.ping().then(
         () => {
           const { storeLatencyMs, eventLoopDelayMs } = this.deadlines.timings();
@@ -160,15 +162,15 @@ export class ResilientStore implements RateLimitStore {
     return ready;
   }
 
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     this.deadlines.close();
-    await this.primary.close();
+    await this.inner.close();
   }
 
   /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
   private bestEffort(calls: readonly RateLimitCall[]): Promise<void> {
     const key = calls[0]?.stateKey;
-    return this.withDeadline(this.primary.refund(calls), () => undefined, key, this.shardOf(key));
+    return this.withDeadline(this.inner.refund(calls), () => undefined, key, this.shardOf(key));
   }
 
   /**
@@ -215,7 +217,7 @@ export class ResilientStore implements RateLimitStore {
   private failed(error: unknown, sentAt: number, shard?: string, key?: string): void {
     const err = error instanceof Error ? error : new Error(String(error));
     this.options.onError?.(err);
-    const outage = this.primary.isOutage?.(error) ?? !(error instanceof RateLimitStoreError && !error.outage);
+    const outage = isOutageOf(this.inner, error);
     const answering = (this.answeredSentAt.get(shard ?? WHOLE) ?? -Infinity) > sentAt;
     if (!outage || answering) {
       this.failedAlone(err, outage);

@@ -1,7 +1,6 @@
 import { LocalLeases } from '../stores/memory/local-leases';
-import { penalizeIn, pingStore } from '../stores/store-health';
 import { LruMap } from '../shared/lru-map';
-import type { StoreTimings } from './store-deadlines';
+import { StoreLayer } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 
@@ -28,7 +27,7 @@ interface Shed {
  * key by themselves ({@link LocalLeases}), and a release here forgets it. Under one abusive client the store
  * stops seeing its traffic. Bounded: at most `maxEntries` rejections (and leased keys) are remembered.
  */
-export class SheddingStore implements RateLimitStore {
+export class SheddingStore extends StoreLayer {
   /** Oldest remembered first, so the bound evicts in O(1) (see LruMap). */
   private readonly shed = new LruMap<Shed>();
   /** Remembered rejections by the state keys they involve, so a consume, refund or lockout finds the ones it voids at once. */
@@ -41,14 +40,15 @@ export class SheddingStore implements RateLimitStore {
    * before the store made it (a retry told 1 ms early).
    */
   constructor(
-    private readonly inner: RateLimitStore,
+    inner: RateLimitStore,
     private readonly maxEntries: number,
     private readonly clock: () => number = () => performance.now(),
   ) {
+    super(inner);
     this.leases = new LocalLeases(maxEntries);
   }
 
-  decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+  override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     const key = sheddable(calls) ? keyOf(calls) : undefined;
     const hit = key === undefined ? undefined : this.lookup(key, calls);
     if (hit) return Promise.resolve(hit);
@@ -72,7 +72,7 @@ export class SheddingStore implements RateLimitStore {
    * A remembered rejection answers at once, with no promise (so does the inner store, when it can): an
    * abusive client costs neither Redis nor the event loop much.
    */
-  decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
+  override decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
     const hit = sheddable(calls) ? this.lookup(keyOf(calls), calls) : undefined;
     if (hit) return hit;
     const decision = this.inner.decideSync?.(calls, mode);
@@ -86,44 +86,32 @@ export class SheddingStore implements RateLimitStore {
    * A refund makes room before retryAfter: forget the rejections it concerns, so the store decides again; and
    * once more when it is done, for rejections decided before it whose answers came in meanwhile.
    */
-  refund(calls: readonly RateLimitCall[]): Promise<void> {
+  override refund(calls: readonly RateLimitCall[]): Promise<void> {
     this.leases.released(calls);
     this.forget(calls);
     return this.inner.refund(calls).finally(() => this.forget(calls));
   }
 
   /** A penalty lengthens the wait: the same as {@link refund}. */
-  penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
+  override penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
     this.forget(calls);
-    return penalizeIn(this.inner, calls).finally(() => this.forget(calls));
+    return super.penalize(calls).finally(() => this.forget(calls));
   }
 
   /** A lockout lengthens the wait: the same as {@link refund}. */
-  block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+  override block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
     this.forget(calls);
     return this.inner.block(calls, ms).finally(() => this.forget(calls));
   }
 
   /** `reset` and `unblock` are rare operator actions: forget every remembered rejection (now, and when done). */
-  delete(keys: readonly string[]): Promise<void> {
+  override delete(keys: readonly string[]): Promise<void> {
     this.forgetAll();
     this.leases.clear();
     return this.inner.delete(keys).finally(() => this.forgetAll());
   }
 
-  ping(): Promise<void> {
-    return pingStore(this.inner);
-  }
-
-  timings(): StoreTimings | undefined {
-    return this.inner.timings?.();
-  }
-
-  ready(timeoutMs: number): Promise<boolean> {
-    return this.inner.ready?.(timeoutMs) ?? Promise.resolve(true);
-  }
-
-  close(): Promise<void> {
+  override close(): Promise<void> {
     this.forgetAll();
     this.leases.clear();
     return this.inner.close();

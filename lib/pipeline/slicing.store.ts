@@ -1,6 +1,5 @@
 import { LruMap } from '../shared/lru-map';
-import { penalizeIn, pingStore } from '../stores/store-health';
-import type { StoreTimings } from './store-deadlines';
+import { StoreLayer } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 
@@ -58,7 +57,7 @@ type Plan = 'store' | 'refill' | Slice;
  * and the key stays exact until an answer shows room for a slice again: retry times stay the store's own. A
  * slice is only ever taken from the store itself, never from a fallback's answer.
  */
-export class SlicingStore implements RateLimitStore {
+export class SlicingStore extends StoreLayer {
   private readonly keys = new LruMap<SlicedKey>();
   /** Give-backs in flight, which `close` waits for. */
   private readonly givingBack = new Set<Promise<void>>();
@@ -66,16 +65,14 @@ export class SlicingStore implements RateLimitStore {
 
   /** @param clock local time in ms; only its differences are read (monotonic by default). */
   constructor(
-    private readonly inner: RateLimitStore,
+    inner: RateLimitStore,
     private readonly clock: () => number = () => performance.now(),
-  ) {}
-
-  get inProcess(): boolean | undefined {
-    return this.inner.inProcess;
+  ) {
+    super(inner);
   }
 
   /** Spent from slices with no promise when every call can be; else whatever the inner store answers at once. */
-  decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
+  override decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
     if (mode === 'consume' && anySliced(calls)) {
       const plans = this.plan(calls);
       if (plans?.every(isSlice)) return this.spentLocally(plans);
@@ -84,7 +81,7 @@ export class SlicingStore implements RateLimitStore {
     return this.inner.decideSync?.(calls, mode);
   }
 
-  decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+  override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     // Not an async function for calls without slices: every decision passes here, and one adds a promise.
     return mode === 'consume' && anySliced(calls) ? this.decideSliced(calls) : this.inner.decide(calls, mode);
   }
@@ -135,16 +132,8 @@ export class SlicingStore implements RateLimitStore {
     }
   }
 
-  refund(calls: readonly RateLimitCall[]): Promise<void> {
-    return this.inner.refund(calls);
-  }
-
-  penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
-    return penalizeIn(this.inner, calls);
-  }
-
   /** A lockout this instance sets is seen at once: its slices of the keys are given back, so the next decision asks Redis. */
-  block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
+  override block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
     for (const call of calls) {
       const entry = this.keys.get(call.stateKey);
       if (entry) this.giveBack(entry);
@@ -153,29 +142,17 @@ export class SlicingStore implements RateLimitStore {
   }
 
   /** `reset`: a slice taken before it must not be spent after it (its units were charged before the reset). */
-  delete(keys: readonly string[]): Promise<void> {
+  override delete(keys: readonly string[]): Promise<void> {
     for (const key of keys) this.keys.delete(key);
     return this.inner.delete(keys);
   }
 
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     this.stopSweeping();
     for (const [, entry] of this.keys) this.giveBack(entry);
     this.keys.clear();
     await Promise.all(this.givingBack);
     await this.inner.close();
-  }
-
-  ready(timeoutMs: number): Promise<boolean> {
-    return this.inner.ready?.(timeoutMs) ?? Promise.resolve(true);
-  }
-
-  ping(): Promise<void> {
-    return pingStore(this.inner);
-  }
-
-  timings(): StoreTimings | undefined {
-    return this.inner.timings?.();
   }
 
   /**

@@ -14,3 +14,12 @@ export function penalizeIn(store: RateLimitStore, calls: readonly RateLimitCall[
   if (!store.penalize) return Promise.reject(new RateLimitStoreError('This rate-limit store cannot charge a penalty.'));
   return store.penalize(calls);
 }
+
+/**
+ * Whether `error` from `store` means it cannot serve now (an outage) rather than one call's own failure: the
+ * store's own `isOutage` when it has one; else a `RateLimitStoreError` says so itself, and any other failure is
+ * an outage.
+ */
+export function isOutageOf(store: RateLimitStore, error: unknown): boolean {
+  return store.isOutage?.(error) ?? !(error instanceof RateLimitStoreError && !error.outage);
+}

@@ -14,8 +14,8 @@ import type { RateLimitStore } from '../../lib/stores/store.interface';
 export function ownedClientOf(store: RateLimitStore): Redis {
   let layer: unknown = store;
   while (layer !== undefined && !(layer instanceof RedisStore)) {
-    const wrapper = layer as { inner?: unknown; primary?: unknown };
-    layer = wrapper.inner ?? wrapper.primary;
+    // Every pipeline layer (a StoreLayer) names the store it wraps `inner`.
+    layer = (layer as { inner?: unknown }).inner;
   }
   if (!(layer instanceof RedisStore)) throw new Error('no RedisStore under this store: was it built by createStore with Redis?');
   return layer.client as Redis;
