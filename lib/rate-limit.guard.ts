@@ -12,6 +12,7 @@ import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import { RouteResponder } from './routes/route-responder';
 import { RouteSkips } from './routes/route-skips';
+import { UserFallbackWarnings } from './routes/user-fallback-warnings';
 import { UserFunctionDeadlines } from './routes/user-function-deadlines';
 import { trackerKeyPrefixes } from './shared/keys';
 import type { StringMemo } from './shared/string-memo';
@@ -44,6 +45,8 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly skips: RouteSkips;
   /** Writes headers, rejects, holds for shaping and arranges what happens when the call ends. */
   private readonly responder: RouteResponder;
+  /** Warns once per route about `by: 'user'` calls that came without a user (limited per IP). */
+  private readonly userFallbacks = new UserFallbackWarnings();
 
   constructor(
     private readonly routes: RateLimitRouteRegistry,
@@ -92,6 +95,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
       trackerPrefixes: this.trackerPrefixes,
       ips: this.ips,
       deadlines: this.deadlines,
+      userFallbacks: this.userFallbacks,
     });
     if (outcome instanceof Promise) return outcome.then((o) => this.responder.respond(context, caller, plan, o));
     return this.responder.respond(context, caller, plan, outcome);

@@ -85,6 +85,11 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
     return this.request?.user;
   }
 
+  /** Where {@link user} is read from, for the warning about a `by: 'user'` call without one. */
+  get userSource(): string {
+    return 'req.user in the GraphQL context';
+  }
+
   setHeader(name: string, value: string): void {
     if (this.exchange) operationLimits(this.exchange, this.profile).write(this.field, name, value);
   }

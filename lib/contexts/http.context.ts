@@ -25,6 +25,11 @@ export class HttpRateLimitContext extends HttpExchange implements RateLimitConte
     return this.request.user;
   }
 
+  /** Where {@link user} is read from, for the warning about a `by: 'user'` call without one. */
+  get userSource(): string {
+    return 'req.user';
+  }
+
   rejected(rejection: RateLimitRejection): Error {
     return httpRejection(this, rejection);
   }

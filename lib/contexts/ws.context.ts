@@ -54,6 +54,11 @@ export class WsRateLimitContext implements RateLimitContextAdapter {
     return this.client.data?.user ?? this.client.user;
   }
 
+  /** Where {@link user} is read from, for the warning about a `by: 'user'` call without one. */
+  get userSource(): string {
+    return 'client.data.user or client.user';
+  }
+
   setHeader(): void {
     // A WebSocket message has no response headers.
   }

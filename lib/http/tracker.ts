@@ -15,6 +15,11 @@ export interface TrackerSource {
   defaultTracker(ips: IpTrackers): string;
   /** The authenticated user for `by: 'user'`; `undefined` when anonymous or when the context has none. */
   readonly user: unknown;
+  /**
+   * Where {@link user} is read from, for the warning about a `by: 'user'` call without one (`req.user`);
+   * `undefined` where `'user'` has no meaning (a microservice message, which has no user).
+   */
+  readonly userSource?: string;
 }
 
 /**
@@ -58,6 +63,18 @@ export function knownTracker(by: 'ip' | 'user' | undefined, source: TrackerSourc
 }
 
 /**
+ * The `user:` tracker of the call's user: `user:<id>` from `user.id`, else `user.sub`, else a string or number
+ * user; `undefined` when the call is anonymous (no user, or one with none of these).
+ */
+export function userTracker(user: unknown): string | undefined {
+  if (typeof user === 'string' || typeof user === 'number') return user === '' ? undefined : `user:${user}`;
+  if (user === null || typeof user !== 'object') return undefined;
+  const { id, sub } = user as { id?: unknown; sub?: unknown };
+  const value = id ?? sub;
+  return (typeof value === 'string' && value !== '') || typeof value === 'number' ? `user:${value}` : undefined;
+}
+
+/**
  * The `ip:` tracker of a client address: `ip:<address>`, IPv6 grouped by `ipv6Subnet`, `ip:unknown` when
  * there is no address (the socket is gone). Remembered for recent addresses: a connection hands every one
  * of its requests the same address string, so the tracker (and its hash) is built once, not per request.
@@ -74,14 +91,6 @@ export class IpTrackers {
   of(address: string | undefined): string {
     return address ? this.trackers.get(address) : 'ip:unknown';
   }
-}
-
-function userTracker(user: unknown): string | undefined {
-  if (typeof user === 'string' || typeof user === 'number') return user === '' ? undefined : `user:${user}`;
-  if (user === null || typeof user !== 'object') return undefined;
-  const { id, sub } = user as { id?: unknown; sub?: unknown };
-  const value = id ?? sub;
-  return (typeof value === 'string' && value !== '') || typeof value === 'number' ? `user:${value}` : undefined;
 }
 
 /** Namespaces a {@link serviceTracker} key may name as they are (`ip:` is normalised first). */

@@ -1,11 +1,12 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { knownTracker, resolveTracker, type IpTrackers, type TrackerSource } from '../http/tracker';
+import { resolveTracker, userTracker, type IpTrackers, type TrackerSource } from '../http/tracker';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import { charged, decidedAt } from '../pipeline/charges';
 import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
 import type { StringMemo } from '../shared/string-memo';
 import type { RoutePlan, TrackerGroup } from './route-plan';
+import type { UserFallbackWarnings } from './user-fallback-warnings';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
 /** What one request needs to be decided against its route's plan. */
@@ -21,6 +22,8 @@ export interface RouteDecisionInput {
   ips: IpTrackers;
   /** Bounds the policies' own functions (`by`, `limit`, `window`, `cost`) that return a promise. */
   deadlines: UserFunctionDeadlines;
+  /** Told of `by: 'user'` calls without a user, which count per IP address (warned once per route). */
+  userFallbacks: UserFallbackWarnings;
 }
 
 /** The decision of every policy of a route; arrays are aligned with `plan.policies`. */
@@ -59,20 +62,38 @@ interface GroupResult {
 export function decideRoute(input: RouteDecisionInput): RouteOutcome | Promise<RouteOutcome> {
   const { groups } = input.plan;
   const { by, fixed } = groups[0];
-  if (groups.length === 1 && fixed && typeof by !== 'function') return decideStatic(fixed, by, input);
+  if (groups.length === 1 && fixed && typeof by !== 'function') return decideStatic(groups[0], fixed, by, input);
   return decideGroups(input);
 }
 
 /** One group (so it covers every policy, in order) with fixed requests: its result is the outcome as it is. */
 function decideStatic(
+  group: TrackerGroup,
   { requests, policyHeader }: NonNullable<TrackerGroup['fixed']>,
   by: 'ip' | 'user' | undefined,
-  { caller, engine, trackerPrefixes, ips }: RouteDecisionInput,
+  input: RouteDecisionInput,
 ): RouteOutcome | Promise<RouteOutcome> {
-  const tracker = knownTracker(by, caller, ips);
+  const { engine, trackerPrefixes } = input;
+  const tracker = builtInTracker(by, group, input);
   const result = engine.decideNowOrLater(trackerPrefixes.get(tracker), requests, 'consume');
   if (result instanceof Promise) return result.then((r) => staticOutcome(r, policyHeader, tracker));
   return staticOutcome(result, policyHeader, tracker);
+}
+
+/**
+ * The tracker of `'ip'`, `'user'` or no `by` (see resolveTracker), which needs no waiting. A `by: 'user'` call
+ * without a user counts per IP address, as it always has, and the route's first such call is warned about.
+ */
+function builtInTracker(
+  by: 'ip' | 'user' | undefined,
+  group: TrackerGroup,
+  { caller, ips, plan, userFallbacks }: RouteDecisionInput,
+): string {
+  if (by !== 'user') return caller.defaultTracker(ips);
+  const user = userTracker(caller.user);
+  if (user !== undefined) return user;
+  userFallbacks.anonymous(plan, group, caller);
+  return caller.defaultTracker(ips);
 }
 
 function staticOutcome({ allowed, decisions, calls, nowMs }: EngineDecision, policyHeader: string, tracker: string): RouteOutcome {
@@ -94,14 +115,13 @@ async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
   return assemble(results, allowed, input.plan);
 }
 
-async function decideGroup(
-  group: TrackerGroup,
-  { plan, context, caller, engine, trackerPrefixes, ips, deadlines }: RouteDecisionInput,
-): Promise<GroupResult> {
+async function decideGroup(group: TrackerGroup, input: RouteDecisionInput): Promise<GroupResult> {
+  const { plan, context, caller, engine, trackerPrefixes, ips, deadlines } = input;
   const { by } = group;
-  const bounded = typeof by === 'function' ? () => deadlines.bound(by(context), () => plan.policies[group.indexes[0]].describe('by')) : by;
   const [tracker, requests] = await Promise.all([
-    resolveTracker(bounded, context, caller, ips),
+    typeof by === 'function'
+      ? resolveTracker(() => deadlines.bound(by(context), () => plan.policies[group.indexes[0]].describe('by')), context, caller, ips)
+      : builtInTracker(by, group, input),
     group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context, deadlines, engine.store))),
   ]);
   const result = await engine.decide(trackerPrefixes.get(tracker), requests, 'consume');
