@@ -1,21 +1,29 @@
 /**
- * Part of `npm run build`: writes `dist/ts5.3/`, a copy of the declarations whose imports of packages carry
+ * Part of `npm run build`: writes `dist/ts5.3/`, declarations whose imports of packages carry
  * `with { 'resolution-mode': 'import' }`, for TypeScript 5.3 and later (package.json "exports" picks it with a
  * `types@>=5.3` condition).
  *
  * Why: the package is CommonJS, and Nest 12 ships ES modules only. Under `moduleResolution: node16`, a
  * CommonJS declaration that imports '@nestjs/common' from an ES-module-only package is an error (TS1479 /
- * TS1541) unless the import says to resolve it as an ES module import. TypeScript before 5.3 cannot parse that
- * attribute, so it keeps reading the plain declarations next to the JavaScript, which serve Nest 10 and 11.
+ * TS1541) unless the import says to resolve it as an ES module import. TypeScript before 5.3 cannot read that
+ * attribute (TS4125, "resolution-mode assertions are unstable"), so it keeps reading the plain declarations
+ * next to the JavaScript, which serve Nest 10 and 11. One set cannot serve both, hence two.
+ *
+ * Only what differs is copied: a declaration that imports a package, and one that imports (at any depth) such a
+ * declaration, since a relative import cannot change with the TypeScript version. The rest, declarations that
+ * reach no package at all, read the same under every TypeScript: the copies import them where they are in dist/
+ * (`../…`), so they exist once.
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, posix, relative, resolve, sep } from 'node:path';
 
 const DIST = join(__dirname, '..', 'dist');
 const OUT = join(DIST, 'ts5.3');
 
 /** A static import or re-export of a package (not a relative path), as tsc writes it in a declaration. */
 const PACKAGE_IMPORT = /^(import|export) (type )?(\{[^}]*\}|\* as \w+) from '([^.'][^']*)';$/gm;
+/** Every module specifier of a declaration: `from '…'` and inline `import("…")` types. */
+const SPECIFIER = /(\bfrom\s*|\bimport\(\s*)(['"])([^'"]+)\2/g;
 
 function declarations(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -23,6 +31,38 @@ function declarations(dir: string): string[] {
     if (entry.isDirectory()) return path === OUT ? [] : declarations(path);
     return entry.name.endsWith('.d.ts') ? [path] : [];
   });
+}
+
+/** The declaration file a relative specifier of `from` names, as TypeScript finds it. */
+function resolveRelative(from: string, specifier: string): string {
+  const base = resolve(dirname(from), specifier).replace(/\.js$/, '');
+  const found = [`${base}.d.ts`, join(base, 'index.d.ts')].find((candidate) => existsSync(candidate));
+  if (!found) throw new Error(`${relative(DIST, from)}: cannot resolve '${specifier}'`);
+  return found;
+}
+
+/** Which declarations go to dist/ts5.3: those that import a package, and those that import one of these. */
+export function needingCopies(sources: Map<string, string>): Set<string> {
+  const imports = new Map<string, string[]>();
+  const copied = new Set<string>();
+  for (const [file, source] of sources) {
+    const specifiers = [...source.matchAll(SPECIFIER)].map((match) => match[3]);
+    if (specifiers.some((specifier) => !specifier.startsWith('.'))) copied.add(file);
+    imports.set(
+      file,
+      specifiers.filter((specifier) => specifier.startsWith('.')).map((specifier) => resolveRelative(file, specifier)),
+    );
+  }
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [file, targets] of imports) {
+      if (!copied.has(file) && targets.some((target) => copied.has(target))) {
+        copied.add(file);
+        grew = true;
+      }
+    }
+  }
+  return copied;
 }
 
 /** The declaration with every package import type-only and resolved as an ES module import. */
@@ -43,16 +83,33 @@ export function withImportResolution(source: string, file: string): string {
   return rewritten;
 }
 
+/** The copy of `file` (in dist/ts5.3) with its relative imports of declarations that are not copied pointing into dist/. */
+function withSharedImports(source: string, file: string, copied: Set<string>): string {
+  const copyDir = dirname(join(OUT, relative(DIST, file)));
+  return source.replace(SPECIFIER, (whole, lead: string, quote: string, specifier: string) => {
+    if (!specifier.startsWith('.') || copied.has(resolveRelative(file, specifier))) return whole;
+    const shared = relative(copyDir, resolve(dirname(file), specifier))
+      .split(sep)
+      .join(posix.sep);
+    return `${lead}${quote}${shared.startsWith('.') ? shared : `./${shared}`}${quote}`;
+  });
+}
+
 function main(): void {
   rmSync(OUT, { recursive: true, force: true });
   const files = declarations(DIST);
-  for (const file of files) {
+  const sources = new Map(files.map((file) => [file, readFileSync(file, 'utf8')]));
+  const copied = needingCopies(sources);
+  for (const file of copied) {
     const target = join(OUT, relative(DIST, file));
     mkdirSync(dirname(target), { recursive: true });
-    writeFileSync(target, withImportResolution(readFileSync(file, 'utf8'), relative(DIST, file)));
+    const source = withSharedImports(sources.get(file)!, file, copied);
+    writeFileSync(target, withImportResolution(source, relative(DIST, file)));
   }
   // stderr: `npm pack --json` runs this through prepack, and its stdout must stay JSON.
-  process.stderr.write(`dist/ts5.3: ${files.length} declarations with ES module import resolution\n`);
+  process.stderr.write(
+    `dist/ts5.3: ${copied.size} of ${files.length} declarations with ES module import resolution (the other ${files.length - copied.size} reach no package and are shared)\n`,
+  );
 }
 
 if (require.main === module) main();

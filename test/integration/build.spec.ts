@@ -1,11 +1,13 @@
 /**
  * The published artefact: `npm run build` (nest build) must copy every Lua script next to the compiled
  * JavaScript (the algorithms read them at load time, so a missing one breaks the package only once
- * installed), and `dist/` must load from CommonJS and expose the public entry points.
+ * installed), and `dist/` must load from CommonJS and expose the public entry points. The tarball stays lean
+ * (issue #29): no source maps, declarations written once except where TypeScript 5.3+ needs its own copy,
+ * at most 300 kB packed.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative, sep } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, posix, relative, sep } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
 const LIB = join(ROOT, 'lib');
@@ -64,21 +66,42 @@ describe('npm run build', () => {
   });
 
   test('the main entry, and a memory-store app booted on it, load no Redis client', () => {
-    const script = `
+    // Every request of a Redis client package, by any module, and every such file in require.cache: after the
+    // require of the main entry, and again once a forRoot() app (no `redis`) has booted, decided and closed.
+    const clients = (body: string) => {
+      const script = `
+        const Module = require('node:module');
+        const CLIENT = /^(ioredis|redis|@redis\\/[^/]+|@valkey\\/valkey-glide)(\\/|$)/;
+        const requested = new Set();
+        const load = Module._load;
+        Module._load = function (request, ...rest) {
+          if (CLIENT.test(request)) requested.add(request);
+          return load.call(this, request, ...rest);
+        };
+        const loaded = () => ({
+          requested: [...requested],
+          cached: Object.keys(require.cache).filter((p) => /node_modules[\\\\/](ioredis|redis|@redis|@valkey)[\\\\/]/.test(p)),
+        });
+        (async () => { ${body} })().then((result) => console.log(JSON.stringify(result)));`;
+      const result = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8' });
+      expect(result.stderr).toBe('');
+      return JSON.parse(result.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    };
+    const memoryApp = clients(`
+      const { RateLimitModule, RateLimiterService } = require(${JSON.stringify(DIST)});
+      const required = loaded();
       require('reflect-metadata');
       const { Test } = require('@nestjs/testing');
-      const { RateLimitModule, RateLimiterService } = require(${JSON.stringify(DIST)});
-      (async () => {
-        const app = await Test.createTestingModule({ imports: [RateLimitModule.forRoot()] }).compile();
-        await app.init();
-        const d = await app.get(RateLimiterService).consume({ algorithm: 'gcra', limit: 1, window: '1s' }, 'k');
-        await app.close();
-        const clients = Object.keys(require.cache).filter((p) => /node_modules[\\/](ioredis|redis|@redis|@valkey)[\\/]/.test(p));
-        console.log(JSON.stringify({ allowed: d.allowed, clients }));
-      })();`;
-    const result = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8' });
-    expect(result.stderr).toBe('');
-    expect(JSON.parse(result.stdout.trim().split('\n').pop()!)).toEqual({ allowed: true, clients: [] });
+      const app = await Test.createTestingModule({ imports: [RateLimitModule.forRoot()] }).compile();
+      await app.init();
+      const d = await app.get(RateLimiterService).consume({ algorithm: 'gcra', limit: 1, window: '1s' }, 'k');
+      await app.close();
+      return { allowed: d.allowed, required, booted: loaded() };`);
+    const none = { requested: [], cached: [] };
+    expect(memoryApp).toEqual({ allowed: true, required: none, booted: none });
+    // The same probe sees a client once one loads.
+    const withRedis = clients(`require('ioredis'); return loaded();`);
+    expect(withRedis).toEqual({ requested: ['ioredis'], cached: expect.arrayContaining([expect.stringContaining('ioredis')]) });
   });
 
   test('every subpath of package.json "exports" loads from plain Node by the package name; only its own entry loads an optional peer', () => {
@@ -172,24 +195,71 @@ describe('npm run build', () => {
     });
   });
 
-  test('every source map carries its sources, so a stack trace into dist/ reads TypeScript without lib/', () => {
-    const maps = filesUnder(DIST, '.js.map');
-    expect(maps.length).toBe(filesUnder(DIST, '.js').length);
-    const missing = maps.filter((file) => {
-      const map = JSON.parse(readFileSync(join(DIST, file), 'utf8')) as { sources: string[]; sourcesContent?: string[] };
-      return map.sourcesContent?.length !== map.sources.length || map.sourcesContent.some((source) => !source);
-    });
-    expect(missing).toEqual([]);
+  test('dist/ ships no source maps: the JavaScript is what a stack trace shows, and it is in the package', () => {
+    // Maps without their sources would point at lib/*.ts, which is not published; with them they doubled the package.
+    expect(filesUnder(DIST, '.map')).toEqual([]);
+    const referencing = filesUnder(DIST, '.js').filter((file) => readFileSync(join(DIST, file), 'utf8').includes('sourceMappingURL'));
+    expect(referencing).toEqual([]);
   });
 
-  test('dist/ts5.3 mirrors every declaration, with each package import resolved as an ES module import', () => {
+  test('dist/ts5.3 holds exactly the declarations that reach a package, with each package import resolved as an ES module import; the rest exist once', () => {
     const plain = filesUnder(DIST, '.d.ts').filter((file) => !file.startsWith('ts5.3/'));
-    expect(filesUnder(join(DIST, 'ts5.3'), '.d.ts')).toEqual(plain);
+    const specifiers = (file: string) =>
+      [...readFileSync(join(DIST, file), 'utf8').matchAll(/(?:\bfrom\s*|\bimport\(\s*)(['"])([^'"]+)\1/g)].map((match) => match[2]);
+    /** The declaration (relative to dist/, with `/`) a relative specifier of `file` names. */
+    const target = (file: string, specifier: string) => {
+      const base = posix.join(posix.dirname(file), specifier).replace(/\.js$/, '');
+      const found = [`${base}.d.ts`, posix.join(base, 'index.d.ts')].find((candidate) => existsSync(join(DIST, candidate)));
+      if (!found) throw new Error(`${file}: '${specifier}' names no declaration`);
+      return found;
+    };
+    // A declaration reaches a package if it imports one, or imports (relatively) one that does.
+    const reaching = new Set(plain.filter((file) => specifiers(file).some((specifier) => !specifier.startsWith('.'))));
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const file of plain.filter((f) => !reaching.has(f))) {
+        const relativeTargets = specifiers(file).filter((specifier) => specifier.startsWith('.'));
+        if (relativeTargets.some((specifier) => reaching.has(target(file, specifier)))) {
+          reaching.add(file);
+          grew = true;
+        }
+      }
+    }
+    const copies = filesUnder(join(DIST, 'ts5.3'), '.d.ts');
+    expect(copies).toEqual([...reaching].sort());
+    expect(copies).toEqual(
+      expect.arrayContaining(['index.d.ts', 'testing/index.d.ts', 'terminus/index.d.ts', 'rate-limit.exception.d.ts']),
+    );
+    expect(plain.length - copies.length).toBeGreaterThan(0);
+
     const exception = readFileSync(join(DIST, 'ts5.3', 'rate-limit.exception.d.ts'), 'utf8');
     expect(exception).toContain("import type { HttpException } from '@nestjs/common' with { 'resolution-mode': 'import' };");
-    const imports = plain.flatMap((file) => readFileSync(join(DIST, 'ts5.3', file), 'utf8').split('\n'));
-    expect(imports.filter((line) => /^import .* from '[^.]/.test(line) && !line.endsWith("with { 'resolution-mode': 'import' };"))).toEqual(
-      [],
+    const lines = copies.flatMap((file) => readFileSync(join(DIST, 'ts5.3', file), 'utf8').split('\n'));
+    expect(
+      lines.filter((line) => /^(import|export) .* from '[^.]/.test(line) && !line.endsWith("with { 'resolution-mode': 'import' };")),
+    ).toEqual([]);
+    expect(lines.filter((line) => /\bimport\(\s*['"][^.]/.test(line))).toEqual([]);
+    // A copy imports the other copies, or a plain declaration that reaches no package (so reads the same everywhere).
+    const wrong = copies.flatMap((file) =>
+      specifiers(`ts5.3/${file}`)
+        .filter((specifier) => specifier.startsWith('.'))
+        .map((specifier) => [file, specifier, target(`ts5.3/${file}`, specifier)])
+        .filter(([, , found]) => (found.startsWith('ts5.3/') ? !reaching.has(found.slice('ts5.3/'.length)) : reaching.has(found))),
     );
+    expect(wrong).toEqual([]);
+  });
+
+  test('npm pack: at most 300 kB packed, holding dist/ (no maps, no build info), package.json, README.md and LICENSE', () => {
+    // --ignore-scripts: beforeAll built dist/ already (prepack would build it again).
+    const result = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' });
+    expect(result.status).toBe(0);
+    const [packed] = JSON.parse(result.stdout) as Array<{ size: number; unpackedSize: number; files: Array<{ path: string }> }>;
+    const paths = packed.files.map((file) => file.path);
+    expect(paths.filter((path) => !path.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(path))).toEqual([]);
+    expect(paths.filter((path) => /\.(map|tsbuildinfo)$/.test(path))).toEqual([]);
+    expect(paths).toEqual(
+      expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/ts5.3/index.d.ts', 'dist/algorithms/decide.lua']),
+    );
+    expect(packed.size).toBeLessThanOrEqual(300_000);
   });
 });
