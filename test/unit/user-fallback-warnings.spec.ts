@@ -48,7 +48,7 @@ describe('UserFallbackWarnings', () => {
     const warnings = new UserFallbackWarnings();
     const ws = Object.create(WsRateLimitContext.prototype) as WsRateLimitContext;
     const graphql = Object.create(GraphqlRateLimitContext.prototype) as GraphqlRateLimitContext;
-    const rpc = Object.create(RpcRateLimitContext.prototype) as RpcRateLimitContext;
+    const rpc: TrackerSource = Object.create(RpcRateLimitContext.prototype) as RpcRateLimitContext;
     expect([ws.userSource, graphql.userSource, rpc.userSource]).toEqual([
       'client.data.user or client.user',
       'req.user in the GraphQL context',
