@@ -1,6 +1,6 @@
 /**
  * The rules a decision script must meet to run on Valkey and Dragonfly as well as on Redis, checked over the
- * scripts as they are now (every `.lua` file of lib/stores/redis/scripts and the scripts the store composes from them):
+ * scripts as they are now (every `.lua` file of lib/algorithms and the scripts the store composes from them):
  *  1. No construct of one Lua version only: Redis and Valkey run Lua 5.1, Dragonfly Lua 5.4. (Neither server
  *     can be installed here: Debian 12 packages neither.)
  *  2. Under a stock Lua 5.4 (`lua5.4`, test/support/lua54-harness.lua), the scripts compile, send exactly the
