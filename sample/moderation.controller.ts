@@ -1,5 +1,5 @@
 import { BadRequestException, Body, Controller, Delete, ForbiddenException, Get, Headers, HttpCode, Param, Post } from '@nestjs/common';
-import { RateLimitConfigError, RateLimiterService, SkipRateLimit } from '../lib';
+import { RateLimitAdmin, RateLimitConfigError, SkipRateLimit } from '../lib';
 
 /** Demo only: a real app puts these routes behind its own authentication. */
 const ADMIN_TOKEN = 'demo-admin';
@@ -19,27 +19,27 @@ interface DenyBody {
 @Controller('moderation/deny')
 @SkipRateLimit()
 export class ModerationController {
-  constructor(private readonly limiter: RateLimiterService) {}
+  constructor(private readonly admin: RateLimitAdmin) {}
 
   @Post()
   @HttpCode(204)
   async deny(@Headers('x-admin-token') token: string | undefined, @Body() body: DenyBody): Promise<void> {
     assertAdmin(token);
-    await badRequestOnConfig(this.limiter.deny(body?.tracker ?? '', (body?.minutes ?? 60) * 60_000, body?.reason));
+    await badRequestOnConfig(this.admin.deny(body?.tracker ?? '', (body?.minutes ?? 60) * 60_000, body?.reason));
   }
 
   /** `{ until, reason }` while the tracker is denied, `{ denied: false }` otherwise. */
   @Get(':tracker')
   async denied(@Headers('x-admin-token') token: string | undefined, @Param('tracker') tracker: string) {
     assertAdmin(token);
-    return (await this.limiter.denied(tracker)) ?? { denied: false };
+    return (await this.admin.denied(tracker)) ?? { denied: false };
   }
 
   @Delete(':tracker')
   @HttpCode(204)
   async allow(@Headers('x-admin-token') token: string | undefined, @Param('tracker') tracker: string): Promise<void> {
     assertAdmin(token);
-    await this.limiter.allow(tracker);
+    await this.admin.allow(tracker);
   }
 }
 

@@ -1,7 +1,7 @@
 import { Controller, Get, Param, ParseIntPipe, Query } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { AddressInfo } from 'node:net';
-import { RateLimit, RateLimiterService, type RateLimitPolicy } from '../lib';
+import { RateLimit, RateLimitOutbound, type RateLimitPolicy } from '../lib';
 
 /**
  * The partner's quota, as their docs state it: 5 calls per second for all of us together, one every 200 ms.
@@ -18,10 +18,10 @@ export class PartnerController {
   private readonly partnerFetch: (url: string) => Promise<Response>;
 
   constructor(
-    limiter: RateLimiterService,
+    outbound: RateLimitOutbound,
     private readonly adapterHost: HttpAdapterHost,
   ) {
-    this.partnerFetch = limiter.wrapFetch(PARTNER_QUOTA, 'partner-api', (url: string) => fetch(url), { maxWaitMs: 10_000 });
+    this.partnerFetch = outbound.wrapFetch(PARTNER_QUOTA, 'partner-api', (url: string) => fetch(url), { maxWaitMs: 10_000 });
   }
 
   /**
