@@ -33,7 +33,7 @@ import { Redis } from 'ioredis';
 import * as lib from '../lib';
 import { httpRejection } from '../lib/contexts/http.context';
 import { HttpExchange, type HttpRequestLike, type HttpResponseLike } from '../lib/http/http-exchange';
-import { rejectSoon } from '../lib/rate-limit.guard';
+import { rejectSoon } from '../lib/routes/route-responder';
 import type { RateLimitAlgorithmName } from '../lib';
 
 export const VARIANTS = [

@@ -18,7 +18,6 @@ import { trackerKeyPrefixes } from './shared/keys';
 import type { StringMemo } from './shared/string-memo';
 
 /** Re-exported for bench/http-app.ts, which answers the way the guard does. */
-export { rejectSoon } from './routes/route-responder';
 
 /** `userFunctionTimeoutMs`'s default. */
 const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;

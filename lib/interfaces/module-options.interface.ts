@@ -135,7 +135,7 @@ export interface RateLimitModuleOptions {
   insuranceShare?: number;
   /**
    * Answer repeated requests of a client that is already rejected from this instance until its
-   * `retryAfter` has passed, without asking Redis (exact; see the README). `false` turns it off.
+   * `retryAfter` has passed, without asking Redis (exact; see docs/guarantees-and-failure-modes.md). `false` turns it off.
    * @default { maxKeys: 10_000 }
    */
   hotKeyShedding?: false | { maxKeys?: number };

@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 
-/** The built-in algorithms, in the README's order; see its algorithms table. */
+/** The built-in algorithms, in the order docs/algorithms.md's table gives them. */
 export const RATE_LIMIT_ALGORITHMS = [
   'fixed-window',
   'sliding-window',

@@ -26,7 +26,7 @@ export interface RateLimitReservation {
    * Settles the reservation at `actual` units (a whole number ≥ 0) per policy: the estimate minus `actual` is
    * given back, or charged when `actual` is more (an overdraft: at most the policy's capacity more, which may
    * leave the quota below zero so the next requests wait it out), in one atomic store call. A give-back never
-   * makes quota in a window the estimate was not counted in (see the README's settle rules per algorithm).
+   * makes quota in a window the estimate was not counted in (see docs/programmatic-use.md › Reserve, then settle, for the rules per algorithm).
    * A reservation settles once: a second `settle` or `cancel` rejects with a RateLimitConfigError, and so
    * does an `actual` that is not a whole number ≥ 0 (the reservation then stays open). On a rejected
    * reservation it does nothing.
