@@ -94,9 +94,12 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     typeChecks: [{ resolution: 'node16' }, { resolution: 'nodenext' }, { resolution: 'bundler' }],
   },
   {
+    // The first Nest 12 release, pinned, with the first terminus 12. 12.0.1 came out before 12.0.0, and 12.0.0 is
+    // no installable line: its @nestjs/core, platform-express and testing ask for Nest ^11 peers (plain npm install
+    // stops with ERESOLVE), and platform-fastify has no 12.0.0.
     name: 'nest-12.0',
-    nest: '~12.0.0',
-    terminus: '^12.0.0',
+    nest: '12.0.1',
+    terminus: '12.0.0',
     opentelemetry: '^1.9.0',
     ioredis: '^6.0.0',
     reflectMetadata: '^0.2.0',
@@ -109,6 +112,7 @@ export const CONSUMER_LINES: ConsumerLine[] = [
     typeChecks: [{ resolution: 'node16', esmFile: true }, { resolution: 'nodenext' }, { resolution: 'bundler' }],
   },
   {
+    // The latest Nest 12.
     name: 'nest-12',
     nest: '^12.0.0',
     terminus: '^12.0.0',

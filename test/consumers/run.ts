@@ -1,36 +1,66 @@
 /**
  * The consumer test: the library as users install it. `npm pack` builds the tarball, and each Nest line gets
  * a fresh app that installs it with plain `npm install` (no overrides, no --legacy-peer-deps), has exactly one
- * copy of Nest, compiles with its own TypeScript (skipLibCheck off), and boots on Express and Fastify against
- * the memory store and a real Redis, where a limited route answers 200, 200, 429 with Retry-After while
- * exempt routes pass; against a Redis nothing answers for, the terminus health check reads down. The
- * declarations are also type-checked under node10, node16, nodenext and bundler resolution. A line with
- * optional peers reads what the library's event-emitter and Prometheus modules counted; a line with test runners
- * runs README › "Testing your app" under jest (with the README's jest config) and vitest.
+ * copy of Nest, compiles with its own TypeScript (skipLibCheck off), and has its declarations type-checked under
+ * node10, node16, nodenext and bundler resolution. Then, on every Node major of node-binaries.ts (20, 22, 24), the
+ * app boots on Express and Fastify against the memory store and a real Redis, where a limited route answers
+ * 200, 200, 429 with Retry-After while exempt routes pass; against a Redis nothing answers for, the terminus
+ * health check reads down. A line with optional peers reads what the library's event-emitter and Prometheus
+ * modules counted on every boot; a line with test runners runs README › "Testing your app" under jest (with the
+ * README's jest config) and vitest, on every Node too.
+ *
+ * What does not depend on the Node version runs once per line, under the Node running this script: npm install,
+ * the one-copy check, the app's build and the declaration checks (tsc's verdict is the same on any Node). Lines
+ * are independent and run two at a time (CONSUMER_CONCURRENCY), sharing one redis-server.
  *
  * Run: `npm run test:consumers` (needs the npm registry and redis-server). CONSUMER_LINES=nest-11,nest-12 runs
- * some lines only; CONSUMER_KEEP=1 keeps the apps' folders; CONSUMER_README=<file> tests another README's
- * jest config (a draft).
+ * some lines only; CONSUMER_NODES=20,24 some Node majors only (see node-binaries.ts for the binaries' cache);
+ * CONSUMER_KEEP=1 keeps the apps' folders; CONSUMER_README=<file> tests another README's jest config (a draft).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { freePort, startRedis, type RedisProcess } from '../support/redis-server';
 import { run, timed } from './exec';
 import { CONSUMER_LINES, type ConsumerLine } from './lines';
+import { nodeBinaries, type NodeBinary } from './node-binaries';
 import { optionalPeerFailures } from './optional-peers';
 import { runTests } from './test-runners';
 import { writeApp } from './write-app';
 
 const ROOT = join(__dirname, '..', '..');
+/** Lines in progress at once: an app's install and tsc runs keep about one core busy. */
+const CONCURRENCY = Number(process.env.CONSUMER_CONCURRENCY ?? 2);
 
+/** A named check: passes, or fails with what went wrong. */
+interface Check {
+  name: string;
+  failures: string[];
+}
+
+/** One line: what ran once (install, build, declaration checks), then one cell per Node binary. */
 interface Outcome {
   line: string;
   installS: number;
   buildS: number;
+  typeCheckS: number;
+  checks: Check[];
+  cells: Cell[];
+}
+
+/** The app's checks on one Node binary. */
+interface Cell {
+  node: NodeBinary;
+  wallS: number;
   bootsMs: number[];
   checks: Check[];
+}
+
+/** Runs `work` and records it as the check `name` in `into`: thrown errors are its failures. */
+async function check(into: Check[], name: string, work: () => Promise<string[]>): Promise<void> {
+  const failures = await work().catch((error: unknown) => [error instanceof Error ? error.message : String(error)]);
+  into.push({ name, failures });
 }
 
 /** `npm pack` of this repo (its prepack builds dist/); the tarball's path. */
@@ -60,14 +90,18 @@ function copiesOf(dir: string, name: string): string[] {
   return found;
 }
 
-/** Starts the app and resolves with its port once it listens; the child is killed by the caller. */
-function boot(dir: string, env: NodeJS.ProcessEnv): Promise<{ port: number; stop: () => Promise<void> }> {
+/** The environment of a process of `node`: its directory first on PATH, so a `node` it spawns is the same one. */
+function nodeEnv(node: NodeBinary, env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  return { ...process.env, ...env, PATH: `${dirname(node.path)}${delimiter}${process.env.PATH ?? ''}` };
+}
+
+/**
+ * Starts the app on `node` and resolves with its port once it listens (and says it runs on that Node's version);
+ * the child is killed by the caller.
+ */
+function boot(dir: string, node: NodeBinary, env: NodeJS.ProcessEnv): Promise<{ port: number; stop: () => Promise<void> }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['dist/main.js'], {
-      cwd: dir,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(node.path, ['dist/main.js'], { cwd: dir, env: nodeEnv(node, env), stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const stop = () =>
       new Promise<void>((done) => {
@@ -82,10 +116,12 @@ function boot(dir: string, env: NodeJS.ProcessEnv): Promise<{ port: number; stop
     child.stderr.on('data', (chunk) => (output += String(chunk)));
     child.stdout.on('data', (chunk) => {
       output += String(chunk);
-      const match = /LISTENING (\d+)/.exec(output);
+      const match = /LISTENING (\d+) ON (v[\d.]+)/.exec(output);
       if (match) {
         clearTimeout(timer);
-        resolve({ port: Number(match[1]), stop });
+        if (match[2] === node.version) return resolve({ port: Number(match[1]), stop });
+        void stop();
+        reject(new Error(`app runs on Node ${match[2]}, expected ${node.version}`));
       }
     });
     child.on('exit', (code) => {
@@ -129,25 +165,14 @@ async function exercise(port: number, store: 'memory' | 'redis', line: ConsumerL
   return failures;
 }
 
-/** A named check of one line: passes, or fails with what went wrong. */
-interface Check {
-  name: string;
-  failures: string[];
-}
-
-async function testLine(line: ConsumerLine, tarball: string, redis: RedisProcess, work: string): Promise<Outcome> {
-  const dir = join(work, line.name);
-  const outcome: Outcome = { line: line.name, installS: 0, buildS: 0, bootsMs: [], checks: [] };
-  const check = async (name: string, work: () => Promise<string[]>): Promise<void> => {
-    const failures = await work().catch((error: unknown) => [error instanceof Error ? error.message : String(error)]);
-    outcome.checks.push({ name, failures });
-  };
+/** Installs and builds `line`'s app in `dir` and runs its checks that no Node version changes; throws if it cannot be built. */
+async function prepareLine(line: ConsumerLine, tarball: string, dir: string, outcome: Outcome): Promise<void> {
   writeApp(dir, line, tarball);
   const [installed, installMs] = await timed(() => run('npm', ['install', '--no-audit', '--no-fund'], dir));
   outcome.installS = installMs / 1000;
   const engines = engineWarnings(installed);
   if (engines.length > 0) console.log(`[${line.name}] npm warns EBADENGINE (Node ${process.versions.node}): ${engines.join(', ')}`);
-  await check('one copy of Nest', async () =>
+  await check(outcome.checks, 'one copy of Nest', async () =>
     ['@nestjs/core', '@nestjs/common'].flatMap((name) => {
       const copies = copiesOf(dir, name);
       return copies.length === 1 ? [] : [`${name}: ${copies.length} copies installed (${copies.join(', ')}), expected exactly 1`];
@@ -157,19 +182,30 @@ async function testLine(line: ConsumerLine, tarball: string, redis: RedisProcess
   const tsc = join(dir, 'node_modules', 'typescript', 'bin', 'tsc');
   const [, buildMs] = await timed(() => run(process.execPath, [tsc, '-p', 'tsconfig.build.json'], dir));
   outcome.buildS = buildMs / 1000;
-  for (const { resolution } of line.typeChecks) {
-    await check(
-      `declarations under ${resolution}`,
-      async () => (await run(process.execPath, [tsc, '-p', `tsconfig.${resolution}.json`], dir), []),
-    );
-  }
+  const [, typeCheckMs] = await timed(async () => {
+    for (const { resolution } of line.typeChecks) {
+      await check(
+        outcome.checks,
+        `declarations under ${resolution}`,
+        async () => (await run(process.execPath, [tsc, '-p', `tsconfig.${resolution}.json`], dir), []),
+      );
+    }
+  });
+  outcome.typeCheckS = typeCheckMs / 1000;
+  console.log(`[${line.name}] built in ${outcome.buildS.toFixed(1)} s, declarations checked in ${outcome.typeCheckS.toFixed(1)} s`);
+}
+
+/** Every check of the built app that runs its code, on one Node binary. */
+async function runCell(line: ConsumerLine, dir: string, node: NodeBinary, redis: RedisProcess): Promise<Cell> {
+  const cell: Cell = { node, wallS: 0, bootsMs: [], checks: [] };
+  const start = performance.now();
   const stores = { memory: {}, redis: line.passesOwnClient ? { REDIS_CLIENT: redis.url } : { REDIS_URL: redis.url } };
   for (const adapter of ['express', 'fastify']) {
     for (const [store, env] of Object.entries(stores) as Array<['memory' | 'redis', NodeJS.ProcessEnv]>) {
-      await check(`${adapter} + ${store}`, async () => {
-        const prefix = `consumer-${line.name}-${adapter}-${Date.now()}`;
-        const [app, bootMs] = await timed(() => boot(dir, { ADAPTER: adapter, PREFIX: prefix, ...env }));
-        outcome.bootsMs.push(bootMs);
+      await check(cell.checks, `${adapter} + ${store}`, async () => {
+        const prefix = `consumer-${line.name}-node${node.major}-${adapter}-${Date.now()}`;
+        const [app, bootMs] = await timed(() => boot(dir, node, { ADAPTER: adapter, PREFIX: prefix, ...env }));
+        cell.bootsMs.push(bootMs);
         try {
           return await exercise(app.port, store, line);
         } finally {
@@ -179,18 +215,51 @@ async function testLine(line: ConsumerLine, tarball: string, redis: RedisProcess
     }
   }
   for (const runner of line.testRunners ?? []) {
-    await check(`README › Testing your app under ${runner}`, () => runTests(runner, dir));
+    await check(cell.checks, `README › Testing your app under ${runner}`, () => runTests(runner, dir, node.path, nodeEnv(node)));
   }
-  await check('health down while Redis is unreachable', async () => {
-    const [app, bootMs] = await timed(async () => boot(dir, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` }));
-    outcome.bootsMs.push(bootMs);
+  await check(cell.checks, 'health down while Redis is unreachable', async () => {
+    const [app, bootMs] = await timed(async () => boot(dir, node, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` }));
+    cell.bootsMs.push(bootMs);
     try {
       return await healthDown(app.port);
     } finally {
       await app.stop();
     }
   });
+  cell.wallS = (performance.now() - start) / 1000;
+  const failed = cell.checks.filter((c) => c.failures.length > 0).length;
+  console.log(
+    `[${line.name}] Node ${node.version}: ${cell.checks.length - failed} of ${cell.checks.length} checks passed in ${cell.wallS.toFixed(1)} s`,
+  );
+  return cell;
+}
+
+/** One line, start to end: prepared once, then checked on each Node binary in turn. */
+async function testLine(line: ConsumerLine, tarball: string, nodes: NodeBinary[], redis: RedisProcess, work: string): Promise<Outcome> {
+  const dir = join(work, line.name);
+  const outcome: Outcome = { line: line.name, installS: 0, buildS: 0, typeCheckS: 0, checks: [], cells: [] };
+  try {
+    await prepareLine(line, tarball, dir, outcome);
+  } catch (error) {
+    outcome.checks.push({ name: 'install and build', failures: [error instanceof Error ? error.message : String(error)] });
+    return outcome;
+  }
+  for (const node of nodes) outcome.cells.push(await runCell(line, dir, node, redis));
   return outcome;
+}
+
+/** `work` on every item, at most `width` at once; results in the items' order. */
+async function inPool<T, R>(items: T[], width: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await work(items[index]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(width, items.length)) }, worker));
+  return results;
 }
 
 /** A Redis that nothing answers for reads as down (503), on every terminus line the apps run (10 to 12). */
@@ -234,47 +303,54 @@ function installedVersions(dir: string): Record<string, string> {
   );
 }
 
+function summary(outcomes: Outcome[], nodes: NodeBinary[]): void {
+  const passed = (checks: Check[]) => `${checks.filter((c) => c.failures.length === 0).length} of ${checks.length}`;
+  const header = ['line', 'npm install s', 'tsc build s', 'declarations s', 'once', ...nodes.map((n) => `Node ${n.version}`)];
+  console.log(`\n| ${header.join(' | ')} |\n|${header.map(() => ' --- |').join('')}`);
+  for (const o of outcomes) {
+    const cells = nodes.map((node) => {
+      const cell = o.cells.find((c) => c.node === node);
+      if (!cell) return '-';
+      const boots = [...cell.bootsMs].sort((a, b) => a - b);
+      const median = boots.length ? boots[Math.floor(boots.length / 2)].toFixed(0) : '-';
+      return `${passed(cell.checks)} (${cell.wallS.toFixed(0)} s, boot ${median} ms)`;
+    });
+    const times = [o.installS, o.buildS, o.typeCheckS].map((s) => s.toFixed(1));
+    console.log(`| ${[o.line, ...times, passed(o.checks), ...cells].join(' | ')} |`);
+  }
+}
+
 async function main(): Promise<void> {
+  const started = performance.now();
   const only = process.env.CONSUMER_LINES?.split(',');
   const lines = CONSUMER_LINES.filter((line) => !only || only.includes(line.name));
   const work = mkdtempSync(join(tmpdir(), 'rl-consumers-'));
   const redis = await startRedis();
-  const outcomes: Outcome[] = [];
+  let outcomes: Outcome[] = [];
+  let nodes: NodeBinary[] = [];
   try {
-    const tarball = await pack(work);
-    console.log(`packed ${tarball}`);
-    for (const line of lines) {
-      try {
-        outcomes.push(await testLine(line, tarball, redis, work));
-      } catch (error) {
-        const failure = error instanceof Error ? error.message : String(error);
-        outcomes.push({
-          line: line.name,
-          installS: 0,
-          buildS: 0,
-          bootsMs: [],
-          checks: [{ name: 'install and build', failures: [failure] }],
-        });
-      }
-    }
+    const [tarball, binaries] = await Promise.all([pack(work), nodeBinaries()]);
+    nodes = binaries;
+    console.log(`packed ${tarball}; Node ${nodes.map((n) => n.version).join(', ')}`);
+    // The longest lines first (test runners, more declaration checks), so the last one to start is a short one.
+    const weight = (line: ConsumerLine) => line.typeChecks.length + 2 * (line.testRunners?.length ?? 0);
+    const order = [...lines].sort((a, b) => weight(b) - weight(a));
+    const done = await inPool(order, CONCURRENCY, (line) => testLine(line, tarball, nodes, redis, work));
+    outcomes = lines.map((line) => done[order.indexOf(line)]);
   } finally {
     await redis.stop();
     if (!process.env.CONSUMER_KEEP) rmSync(work, { recursive: true, force: true });
     else console.log(`apps kept in ${work}`);
   }
-  console.log('\n| line | npm install s | tsc build s | boot ms (median) | checks |\n| --- | --- | --- | --- | --- |');
-  for (const o of outcomes) {
-    const boots = [...o.bootsMs].sort((a, b) => a - b);
-    const median = boots.length ? boots[Math.floor(boots.length / 2)].toFixed(0) : '-';
-    const failed = o.checks.filter((c) => c.failures.length > 0).length;
-    console.log(
-      `| ${o.line} | ${o.installS.toFixed(1)} | ${o.buildS.toFixed(1)} | ${median} | ${o.checks.length - failed} of ${o.checks.length} |`,
-    );
-  }
-  const checks = outcomes.flatMap((o) => o.checks.map((c) => ({ ...c, line: o.line })));
-  for (const c of checks) for (const failure of c.failures) console.log(`\n[${c.line}] ${c.name}: ${failure}`);
+  summary(outcomes, nodes);
+  const checks = outcomes.flatMap((o) => [
+    ...o.checks.map((c) => ({ ...c, where: o.line })),
+    ...o.cells.flatMap((cell) => cell.checks.map((c) => ({ ...c, where: `${o.line}, Node ${cell.node.version}` }))),
+  ]);
+  for (const c of checks) for (const failure of c.failures) console.log(`\n[${c.where}] ${c.name}: ${failure}`);
   const failed = checks.filter((c) => c.failures.length > 0).length;
-  console.log(`\n${checks.length - failed} passed, ${failed} failed`);
+  const wall = (performance.now() - started) / 1000;
+  console.log(`\n${checks.length - failed} passed, ${failed} failed, in ${Math.floor(wall / 60)} min ${(wall % 60).toFixed(0)} s`);
   process.exitCode = failed > 0 ? 1 : 0;
 }
 

@@ -52,15 +52,20 @@ export function readmeJestConfig(readme: string): { file: string; source: string
   return configs[0];
 }
 
-/** The runner's spec in `dir`: one test, passed; else the runner's output. */
-export async function runTests(runner: Runner, dir: string): Promise<string[]> {
+/** The runner's spec in `dir`, run by the Node binary `node` (with `env`): one test, passed; else the runner's output. */
+export async function runTests(
+  runner: Runner,
+  dir: string,
+  node = process.execPath,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string[]> {
   const bin = join(dir, 'node_modules', runner, ...(runner === 'jest' ? ['bin', 'jest.js'] : ['vitest.mjs']));
   if (runner === 'jest') {
     const { file, source } = readmeJestConfig(readFileSync(README, 'utf8'));
     writeFileSync(join(dir, file), source);
   }
   const args = runner === 'jest' ? [bin, '--ci', 'rate-limit.jest'] : [bin, 'run', 'rate-limit.vitest'];
-  const output = await run(process.execPath, args, dir, { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' });
+  const output = await run(node, args, dir, { ...env, NO_COLOR: '1', FORCE_COLOR: '0' });
   const passed = runner === 'jest' ? /^Tests:\s+1 passed, 1 total$/m : /^\s*Tests\s+1 passed \(1\)$/m;
   return passed.test(output) ? [] : [`expected 1 test, passed; ${runner} said:\n${output}`];
 }
