@@ -1,5 +1,16 @@
 import { isOutageOf, penalizeIn, pingStore } from '../stores/store-health';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreTimings } from '../stores/store.interface';
+import { RateLimitConfigError } from '../errors/rate-limit-config.error';
+import type {
+  DecisionMode,
+  OverrideKeys,
+  OverrideRead,
+  OverrideWrite,
+  OverrideWriteResult,
+  RateLimitCall,
+  RateLimitStore,
+  StoreDecision,
+  StoreTimings,
+} from '../stores/store.interface';
 
 /**
  * A layer of the decision pipeline: a store in front of another, `inner`, to which it passes every call it does
@@ -56,4 +67,17 @@ export abstract class StoreLayer implements RateLimitStore {
   ping(): Promise<void> {
     return pingStore(this.inner);
   }
+
+  /** Straight to the store: no deadline, circuit or fallback (an administrative call, not a decision). */
+  writeOverride(keys: OverrideKeys, write: OverrideWrite): Promise<OverrideWriteResult> {
+    return this.inner.writeOverride ? this.inner.writeOverride(keys, write) : Promise.reject(noOverrides());
+  }
+
+  readOverrides(keys: OverrideKeys, knownVersion: string | undefined): Promise<OverrideRead> {
+    return this.inner.readOverrides ? this.inner.readOverrides(keys, knownVersion) : Promise.reject(noOverrides());
+  }
+}
+
+function noOverrides(): RateLimitConfigError {
+  return new RateLimitConfigError('setOverride: this rate-limit store keeps no runtime overrides (the memory and Redis stores do).');
 }

@@ -72,6 +72,45 @@ export interface StoreDecision {
   verdicts: StoreVerdict[];
 }
 
+/**
+ * The keys runtime overrides live under, one hash tag so a Cluster keeps them on one master: the overrides
+ * (a hash of field `<policy>\n<tracker pattern>` to the override's JSON), the set's version (a counter every
+ * write moves on), and each override's end (a sorted set of fields by `until`, store ms).
+ */
+export interface OverrideKeys {
+  overrides: string;
+  version: string;
+  expiries: string;
+}
+
+/** One write to the runtime overrides: a field set to `value`, or removed (`value` undefined). */
+export interface OverrideWrite {
+  field: string;
+  /** The override's JSON; `undefined` removes the field. */
+  value: string | undefined;
+  /** When it ends, store ms; 0 = never. */
+  untilMs: number;
+  /** Most overrides kept: a new field beyond it is refused (`'full'`). */
+  maxCount: number;
+}
+
+/** What a write did: `'past'` when `untilMs` is not after the store's now, `'full'` at `maxCount`; nothing written then. */
+export interface OverrideWriteResult {
+  /** The set's version after the write. */
+  version: string;
+  /** The store's clock, ms. */
+  nowMs: number;
+  status: 'ok' | 'past' | 'full';
+}
+
+/** The runtime overrides as read: their version and the store's clock, and every field only when the version moved. */
+export interface OverrideRead {
+  version: string;
+  nowMs: number;
+  /** `[field, value]` of every override kept (some may have ended: compare `until` with `nowMs`); absent when unchanged. */
+  entries?: Array<[string, string]>;
+}
+
 /** `consume` charges when every policy allows; `peek` never charges. */
 export type DecisionMode = 'consume' | 'peek';
 
@@ -124,4 +163,11 @@ export interface RateLimitStore {
    * request path. Absent: the store is in-process and always up.
    */
   ping?(): Promise<void>;
+  /**
+   * Sets or removes one runtime override, drops the ones whose end has passed, and moves the version on,
+   * atomically. Absent: the store keeps no overrides (`setOverride` says so).
+   */
+  writeOverride?(keys: OverrideKeys, write: OverrideWrite): Promise<OverrideWriteResult>;
+  /** The overrides' version and the store's clock, with every override when the version is not `knownVersion`. */
+  readOverrides?(keys: OverrideKeys, knownVersion: string | undefined): Promise<OverrideRead>;
 }

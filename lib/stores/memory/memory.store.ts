@@ -1,7 +1,16 @@
 import type { AlgorithmParams, AlgorithmVerdict } from '../../algorithms/algorithm.interface';
 import { LruMap } from '../../shared/lru-map';
 import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from '../lockouts';
-import type { RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict, DecisionMode } from '../store.interface';
+import type {
+  DecisionMode,
+  OverrideRead,
+  OverrideWrite,
+  OverrideWriteResult,
+  RateLimitCall,
+  RateLimitStore,
+  StoreDecision,
+  StoreVerdict,
+} from '../store.interface';
 import { Verdict } from '../verdicts';
 
 /** A source of time in milliseconds; tests inject a fake one. */
@@ -44,6 +53,12 @@ export class MemoryStore implements RateLimitStore {
   /** The sweep's `now`, read by {@link expired} (one predicate for the store's life, none per write). */
   private sweepNow = 0;
   private readonly expired = (entry: Entry): boolean => this.sweepNow > entry.expiresAt;
+  /** Runtime overrides by field (see {@link writeOverride}), apart from the counters: `maxKeys` never evicts them. */
+  private readonly overrides = new Map<string, { value: string; untilMs: number }>();
+  /** Moves on with every write to {@link overrides}. */
+  private overridesVersion = 0;
+  /** Overrides with an end: the sweep of a write looks for ended ones only while there are some. */
+  private endingOverrides = 0;
 
   constructor(options: MemoryStoreOptions = {}) {
     this.maxKeys = options.maxKeys ?? 100_000;
@@ -123,6 +138,38 @@ export class MemoryStore implements RateLimitStore {
 
   async close(): Promise<void> {
     this.entries.clear();
+  }
+
+  /** As the Redis store's override-write script: ended overrides dropped, then the write, then a new version. */
+  async writeOverride(_keys: unknown, { field, value, untilMs, maxCount }: OverrideWrite): Promise<OverrideWriteResult> {
+    const now = Math.floor(this.clock());
+    this.dropEndedOverrides(now);
+    let status: OverrideWriteResult['status'] = 'ok';
+    if (value === undefined) this.setOverride(field, undefined);
+    else if (untilMs > 0 && untilMs <= now) status = 'past';
+    else if (!this.overrides.has(field) && this.overrides.size >= maxCount) status = 'full';
+    else this.setOverride(field, { value, untilMs });
+    if (status === 'ok') this.overridesVersion++;
+    return { version: String(this.overridesVersion), nowMs: now, status };
+  }
+
+  async readOverrides(_keys: unknown, knownVersion: string | undefined): Promise<OverrideRead> {
+    const version = String(this.overridesVersion);
+    const nowMs = Math.floor(this.clock());
+    if (version === knownVersion) return { version, nowMs };
+    return { version, nowMs, entries: [...this.overrides].map(([field, { value }]) => [field, value]) };
+  }
+
+  private setOverride(field: string, entry: { value: string; untilMs: number } | undefined): void {
+    if (this.overrides.get(field)?.untilMs) this.endingOverrides--;
+    if (entry === undefined) this.overrides.delete(field);
+    else this.overrides.set(field, entry);
+    if (entry?.untilMs) this.endingOverrides++;
+  }
+
+  private dropEndedOverrides(now: number): void {
+    if (this.endingOverrides === 0) return;
+    for (const [field, { untilMs }] of this.overrides) if (untilMs > 0 && untilMs <= now) this.setOverride(field, undefined);
   }
 
   /**

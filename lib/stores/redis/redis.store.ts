@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
@@ -16,6 +18,10 @@ import { composeDecideScript, composeLoneScript } from './redis-scripts';
 import {
   MAX_POLICIES_PER_DECISION,
   type DecisionMode,
+  type OverrideKeys,
+  type OverrideRead,
+  type OverrideWrite,
+  type OverrideWriteResult,
   type RateLimitCall,
   type RateLimitStore,
   type StoreDecision,
@@ -36,6 +42,11 @@ type Reply = ReadonlyArray<number | string>;
  * (32 requests of 8 policies held Redis 1.3 - 2.4 ms per run, and everyone else with it).
  */
 export const MAX_BATCH = 32;
+
+/** The runtime overrides' scripts (see their headers), read once. */
+const WRITE_OVERRIDE = luaScript(readFileSync(join(__dirname, 'writeOverride-3.lua'), 'utf8'));
+const READ_OVERRIDES = luaScript(readFileSync(join(__dirname, 'readOverrides-2.lua'), 'utf8'));
+const WRITE_STATUS: ReadonlyArray<OverrideWriteResult['status']> = ['ok', 'past', 'full'];
 
 /** A decision waiting for the batch of its tick. */
 interface Queued {
@@ -158,6 +169,31 @@ export class RedisStore implements RateLimitStore {
   async delete(keys: readonly string[]): Promise<void> {
     // One DEL per key: keys of different trackers may live in different cluster slots.
     await Promise.all(keys.map((key) => this.transport.del(key)));
+  }
+
+  /** Runs writeOverride-3.lua: one call to the master of the overrides' slot. */
+  async writeOverride(keys: OverrideKeys, { field, value, untilMs, maxCount }: OverrideWrite): Promise<OverrideWriteResult> {
+    const reply = (await this.transport.evalScript(
+      WRITE_OVERRIDE,
+      [keys.overrides, keys.version, keys.expiries],
+      [field, value ?? '', String(untilMs), String(maxCount)],
+    )) as ReadonlyArray<number | string>;
+    return { version: String(reply[0]), nowMs: Number(reply[1]), status: WRITE_STATUS[Number(reply[2])] ?? 'ok' };
+  }
+
+  /** Runs readOverrides-2.lua: the version and `TIME`, and the whole hash only when the version moved. */
+  async readOverrides(keys: OverrideKeys, knownVersion: string | undefined): Promise<OverrideRead> {
+    const reply = (await this.transport.evalScript(READ_OVERRIDES, [keys.overrides, keys.version], [knownVersion ?? ''])) as ReadonlyArray<
+      number | string | ReadonlyArray<string>
+    >;
+    const read: OverrideRead = { version: String(reply[0]), nowMs: Number(reply[1]) };
+    const flat = reply[2];
+    if (Array.isArray(flat)) {
+      const entries: Array<[string, string]> = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) entries.push([String(flat[i]), String(flat[i + 1])]);
+      read.entries = entries;
+    }
+    return read;
   }
 
   /** Redis `PING` (one node of a cluster). */
