@@ -43,6 +43,12 @@ export type {
   RateLimitEscalation,
 } from './interfaces/policy.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
+export type {
+  RateLimitOverride,
+  RateLimitOverrideOptions,
+  RateLimitOverrideEntry,
+  RateLimitOverrideEvent,
+} from './interfaces/override.interface';
 export { parseDuration } from './policy/duration';
 export { clientIpKey } from './http/client-ip';
 

@@ -177,7 +177,7 @@ export class RateLimitOutbound implements BeforeApplicationShutdown, OnApplicati
       cost,
       pace: paceOf(compiled.algorithm.name, params.limit, params.windowMs),
       take: async () => {
-        const { decisions, calls } = await engine.decide(prefix, [request], 'consume');
+        const { decisions, calls } = await engine.decide(prefix, [this.calls.overridden(request, key)], 'consume');
         this.calls.assertOpen();
         return { decision: decisions[0], giveBack: () => engine.refund(calls) };
       },

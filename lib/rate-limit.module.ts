@@ -66,8 +66,12 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
     {
       provide: RateLimitEngine,
       inject: [RATE_LIMIT_STORE, RATE_LIMIT_OPTIONS, RateLimitEvents],
-      useFactory: (store: RateLimitStore, options: RateLimitModuleOptions, events: RateLimitEvents) =>
-        new RateLimitEngine(store, { ...options, hooks: events.hooks }),
+      useFactory: async (store: RateLimitStore, options: RateLimitModuleOptions, events: RateLimitEvents) => {
+        const engine = new RateLimitEngine(store, { ...options, hooks: events.hooks });
+        // Runtime overrides set before this instance started apply from its first request; then it polls.
+        await engine.overrides.start();
+        return engine;
+      },
     },
     // One ServiceCalls for the three programmatic injectables: a policy compiles once, shutdown closes all three.
     {
@@ -107,7 +111,10 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
   ],
 })
 export class RateLimitModule extends RateLimitConfigurableModule implements OnApplicationShutdown {
-  constructor(@Inject(RATE_LIMIT_STORE) private readonly store: RateLimitStore) {
+  constructor(
+    @Inject(RATE_LIMIT_STORE) private readonly store: RateLimitStore,
+    private readonly engine: RateLimitEngine,
+  ) {
     super();
   }
 
@@ -120,6 +127,7 @@ export class RateLimitModule extends RateLimitConfigurableModule implements OnAp
   }
 
   async onApplicationShutdown(): Promise<void> {
+    this.engine.overrides.stop();
     await this.store.close();
   }
 }

@@ -3,6 +3,7 @@ import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitConfigError } from './errors/rate-limit-config.error';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
+import type { RateLimitOverride, RateLimitOverrideEntry, RateLimitOverrideOptions } from './interfaces/override.interface';
 import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
 import type {
   AcquireOptions,
@@ -30,7 +31,8 @@ export type { AcquireOptions, ConsumeOptions, MultiDecision, RateLimitLease, Wra
  * Rate limiting without HTTP: jobs, queues, anything keyed by a string — take, peek, reserve, refund, penalise,
  * lease. Counters are shared with routes only through a policy `scope`. Administration (block, deny) is
  * {@link RateLimitAdmin}'s and outbound throttling (acquire, wrapFetch) {@link RateLimitOutbound}'s; the methods
- * of theirs this class still has are deprecated and delegate to them.
+ * of theirs this class still has are deprecated and delegate to them, but for the runtime overrides
+ * (`setOverride`, `removeOverride`, `listOverrides`), which this class resolves too, as their contract says.
  *
  * Every method's `key` names a tracker: `ip:<address>` the client at that address (normalised as the guard
  * does), `user:<id>` a user, `by:<value>` (or any other string, such as `'acme'`) the tracker of a `by`
@@ -74,7 +76,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * Policies must have distinct names.
    */
   async consumeAll(policies: readonly RateLimitPolicy[], key: string, options: ConsumeOptions = {}): Promise<MultiDecision> {
-    const requests = policies.map((policy) => this.calls.request(policy, options.cost));
+    const requests = policies.map((policy) => this.calls.request(policy, options.cost, key));
     assertDistinctNames(requests);
     const { allowed, decisions } = await this.calls.engine.decide(this.calls.trackerPrefix(key), requests, 'consume');
     this.calls.assertOpen();
@@ -95,7 +97,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     key: string,
     options: ConsumeOptions = {},
   ): Promise<RateLimitReservation> {
-    const requests = ([] as RateLimitPolicy[]).concat(policies).map((policy) => this.calls.request(policy, options.cost));
+    const requests = ([] as RateLimitPolicy[]).concat(policies).map((policy) => this.calls.request(policy, options.cost, key));
     assertReservable(requests);
     const result = await this.calls.engine.decide(this.calls.trackerPrefix(key), requests, 'consume');
     this.calls.assertOpen();
@@ -119,7 +121,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    */
   async refund(policy: RateLimitPolicy, key: string, cost = 1): Promise<void> {
     await this.calls.engine.refund(
-      this.calls.engine.calls(this.calls.trackerPrefix(key), [this.calls.boundedRequest('refund', policy, cost)]),
+      this.calls.engine.calls(this.calls.trackerPrefix(key), [this.calls.boundedRequest('refund', policy, key, cost)]),
     );
   }
 
@@ -133,7 +135,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * @example await limiter.penalty(loginPolicy, username, 3);
    */
   async penalty(policy: RateLimitPolicy, key: string, cost = 1): Promise<RateLimitDecision> {
-    const request = this.calls.boundedRequest('penalty', policy, cost);
+    const request = this.calls.boundedRequest('penalty', policy, key, cost);
     if (request.compiled.algorithm.name === 'concurrency') {
       throw new RateLimitConfigError(
         `penalty: policy '${request.compiled.name}' uses 'concurrency', which takes leases; penalties need a counter.`,
@@ -152,7 +154,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * @example const lease = await limiter.lease(exportsPolicy, tenantId); try { … } finally { await lease.release(); }
    */
   async lease(policy: RateLimitPolicy, key: string): Promise<RateLimitLease> {
-    const request = this.calls.request(policy, undefined);
+    const request = this.calls.request(policy, undefined, key);
     if (request.compiled.algorithm.name !== 'concurrency') {
       throw new RateLimitConfigError(
         `lease: policy '${request.compiled.name}' uses '${request.compiled.algorithm.name}'; leases need algorithm 'concurrency'.`,
@@ -161,6 +163,21 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     const { decisions, calls } = await this.calls.engine.decide(this.calls.trackerPrefix(key), [request], 'consume');
     this.calls.assertOpen();
     return leaseOf(this.calls.engine, request.compiled, decisions[0], calls, () => this.calls.assertOpen());
+  }
+
+  /** As `RateLimitAdmin.setOverride`: changes `policy`'s numbers for `tracker` on every instance, at runtime. */
+  setOverride(policy: string, tracker: string, override: RateLimitOverride, options?: RateLimitOverrideOptions): Promise<void> {
+    return this.admin.setOverride(policy, tracker, override, options);
+  }
+
+  /** As `RateLimitAdmin.removeOverride`: `policy` applies to `tracker` as written again. */
+  removeOverride(policy: string, tracker: string): Promise<void> {
+    return this.admin.removeOverride(policy, tracker);
+  }
+
+  /** As `RateLimitAdmin.listOverrides`: the runtime overrides in force. */
+  listOverrides(policy?: string): Promise<RateLimitOverrideEntry[]> {
+    return this.admin.listOverrides(policy);
   }
 
   /** @deprecated since 1.0: use `RateLimitAdmin.block` (same arguments); removed in 2.0. */
@@ -251,7 +268,11 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    */
   private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
     try {
-      const result = this.calls.engine.decideNowOrLater(this.calls.trackerPrefix(key), [this.calls.request(policy, options.cost)], mode);
+      const result = this.calls.engine.decideNowOrLater(
+        this.calls.trackerPrefix(key),
+        [this.calls.request(policy, options.cost, key)],
+        mode,
+      );
       return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));
     } catch (error) {
       return Promise.reject(error as Error);

@@ -1,6 +1,7 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { GlideClientLike, NodeRedisClientLike } from './client-types';
 import type { RateLimitDecision } from './decision.interface';
+import type { RateLimitOverrideEvent } from './override.interface';
 import type { ExecutionContext } from '@nestjs/common';
 import type { RateLimitPolicy, RateLimitSkipIf } from './policy.interface';
 
@@ -49,6 +50,11 @@ export interface RateLimitHooks {
    * `near_limit`), after the `decision` hook of the same decision.
    */
   nearLimit?: (decision: RateLimitDecision) => void;
+  /**
+   * Each change to the runtime overrides this instance applies (`RateLimitAdmin.setOverride`): applied,
+   * removed or expired. An administrative event, never one per request.
+   */
+  override?: (event: RateLimitOverrideEvent) => void;
 }
 
 /** What {@link RateLimitHooks.decision} receives. */

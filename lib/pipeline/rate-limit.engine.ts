@@ -3,6 +3,7 @@ import type { AlgorithmParams } from '../algorithms/algorithm.interface';
 import type { RateLimitDecision, RateLimitDecisionReason } from '../interfaces/decision.interface';
 import type { RateLimitDecisionEvent, RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { RateLimitDenyList } from './deny-list';
+import { RateLimitOverrides } from './override-sync';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback, StoreVerdict } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 import type { CompiledPolicy } from '../policy/compile-policy';
@@ -34,7 +35,7 @@ export interface EngineDecision {
 }
 
 /** The engine's share of the module options. */
-export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onStoreError' | 'hooks' | 'nearLimitRatio'> & {
+export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onStoreError' | 'hooks' | 'nearLimitRatio' | 'prefix'> & {
   /** Local time in ms for the deny list's cache (see {@link RateLimitDenyList}); monotonic by default. */
   clock?: () => number;
 };
@@ -81,12 +82,15 @@ export class RateLimitEngine {
 
   /** Denied trackers: kept in the store, and remembered here in front of a remote one. */
   readonly denials: RateLimitDenyList;
+  /** Runtime overrides of policies' numbers: kept in the store, applied here from a copy (see {@link RateLimitOverrides}). */
+  readonly overrides: RateLimitOverrides;
 
   constructor(
     readonly store: RateLimitStore,
     private readonly options: RateLimitEngineOptions = {},
   ) {
     this.denials = new RateLimitDenyList(store, options.clock);
+    this.overrides = new RateLimitOverrides(store, options);
   }
 
   /** Store calls for `requests`, all under one tracker (one hash tag). */

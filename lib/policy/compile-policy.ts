@@ -51,9 +51,10 @@ const KNOWN_FIELDS = new Set([
   'quotaUnit',
   'slice',
 ]);
-const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+/** A policy name or scope: 1-64 characters of A-Z a-z 0-9 _ . - */
+export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Largest limit × window (ms) the integer arithmetic stays exact for, in Lua and in JavaScript. */
-const MAX_SCALED = 2 ** 50;
+export const MAX_SCALED = 2 ** 50;
 
 /**
  * Validates a policy and precomputes what it can. `where` prefixes error messages (for example

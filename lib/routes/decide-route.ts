@@ -48,7 +48,7 @@ export function trackerOf({ trackers }: RouteOutcome, i: number): string {
 interface GroupResult {
   group: TrackerGroup;
   tracker: string;
-  requests: PolicyRequest[];
+  requests: readonly PolicyRequest[];
   result: EngineDecision;
 }
 
@@ -69,15 +69,42 @@ export function decideRoute(input: RouteDecisionInput): RouteOutcome | Promise<R
 /** One group (so it covers every policy, in order) with fixed requests: its result is the outcome as it is. */
 function decideStatic(
   group: TrackerGroup,
-  { requests, policyHeader }: NonNullable<TrackerGroup['fixed']>,
+  fixed: NonNullable<TrackerGroup['fixed']>,
   by: 'ip' | 'user' | undefined,
   input: RouteDecisionInput,
 ): RouteOutcome | Promise<RouteOutcome> {
   const { engine, trackerPrefixes } = input;
   const tracker = builtInTracker(by, group, input);
+  // No runtime override anywhere (the usual case): one property read, nothing allocated.
+  const { requests, policyHeader } = engine.overrides.active ? overriddenFixed(group, fixed, tracker, input) : fixed;
   const result = engine.decideNowOrLater(trackerPrefixes.get(tracker), requests, 'consume');
   if (result instanceof Promise) return result.then((r) => staticOutcome(r, policyHeader, tracker));
   return staticOutcome(result, policyHeader, tracker);
+}
+
+/**
+ * A fixed group's requests and `RateLimit-Policy` value with the runtime overrides matching `tracker` applied:
+ * `fixed` itself when none matches; for a group of one policy, built once per override.
+ */
+function overriddenFixed(
+  group: TrackerGroup,
+  fixed: NonNullable<TrackerGroup['fixed']>,
+  tracker: string,
+  { engine: { overrides }, plan }: RouteDecisionInput,
+): NonNullable<TrackerGroup['fixed']> {
+  const header = (requests: readonly PolicyRequest[]) =>
+    group.indexes.map((i, n) => plan.policies[i].member(requests[n].params)).join(', ');
+  if (fixed.requests.length === 1) {
+    const [request] = fixed.requests;
+    const entry = overrides.match(request.compiled.name, tracker);
+    if (entry === undefined) return fixed;
+    return overrides.built(entry, fixed, () => {
+      const requests = [{ ...request, params: overrides.params(request.compiled, request.params, entry) }];
+      return { requests, policyHeader: header(requests) };
+    });
+  }
+  const requests = overrides.apply(fixed.requests, tracker);
+  return requests === fixed.requests ? fixed : { requests: requests as PolicyRequest[], policyHeader: header(requests) };
 }
 
 /**
@@ -118,12 +145,28 @@ async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
 async function decideGroup(group: TrackerGroup, input: RouteDecisionInput): Promise<GroupResult> {
   const { plan, context, caller, engine, trackerPrefixes, ips, deadlines } = input;
   const { by } = group;
-  const [tracker, requests] = await Promise.all([
+  const { overrides } = engine;
+  const trackerOf = () =>
     typeof by === 'function'
       ? resolveTracker(() => deadlines.bound(by(context), () => plan.policies[group.indexes[0]].describe('by')), context, caller, ips)
-      : builtInTracker(by, group, input),
-    group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context, deadlines, engine.store))),
-  ]);
+      : builtInTracker(by, group, input);
+  let tracker: string;
+  let requests: readonly PolicyRequest[];
+  if (group.fixed === undefined && overrides.active && group.indexes.some((i) => overrides.has(plan.policies[i].compiled.name))) {
+    // An override may replace a limit or window function: the tracker comes first, to know whether to call it.
+    tracker = await trackerOf();
+    requests = await Promise.all(
+      group.indexes.map((i) =>
+        plan.policies[i].request(context, deadlines, engine.store, overrides.match(plan.policies[i].compiled.name, tracker)),
+      ),
+    );
+  } else {
+    [tracker, requests] = await Promise.all([
+      trackerOf(),
+      group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context, deadlines, engine.store))),
+    ]);
+    if (group.fixed !== undefined) requests = overrides.apply(requests, tracker);
+  }
   const result = await engine.decide(trackerPrefixes.get(tracker), requests, 'consume');
   return { group, tracker, requests, result };
 }

@@ -9,6 +9,7 @@ import { MemoryStore } from '../stores/memory/memory.store';
 import { MAX_POLICIES_PER_DECISION, type RateLimitStore } from '../stores/store.interface';
 import { assertCostFits, compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../policy/compile-policy';
 import { policyWhere } from '../policy/policy-overrides';
+import { overriddenParams, type OverrideNumbers } from '../policy/runtime-overrides';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
 /** Most distinct dynamic policy shapes whose header member is remembered per policy. */
@@ -39,20 +40,27 @@ export class PlannedPolicy {
    * bounded by `deadlines` when it returns a promise. A calendar window's periods are computed at `store`'s
    * time (see {@link storeNow}).
    */
-  async request(context: ExecutionContext, deadlines: UserFunctionDeadlines, store: RateLimitStore): Promise<PolicyRequest> {
+  async request(
+    context: ExecutionContext,
+    deadlines: UserFunctionDeadlines,
+    store: RateLimitStore,
+    override?: OverrideNumbers,
+  ): Promise<PolicyRequest> {
     const { compiled } = this;
     const { limit, window, cost } = compiled.policy;
+    // A runtime override's limit or window replaces the policy's: its function is not called.
     const params =
       this.fixedParams ??
       resolveParams(
         compiled,
-        await this.valueOf<number>(limit, 'limit', context, deadlines),
-        await this.valueOf<Duration | CalendarWindow>(window, 'window', context, deadlines),
+        override?.limit ?? (await this.valueOf<number>(limit, 'limit', context, deadlines)),
+        (compiled.calendars === undefined ? override?.windowMs : undefined) ??
+          (await this.valueOf<Duration | CalendarWindow>(window, 'window', context, deadlines)),
         this.where,
         compiled.calendars && storeNow(store),
       );
     const units = compiled.staticCost ?? validCost(await this.valueOf<number>(cost, 'cost', context, deadlines), `${this.where}: cost`);
-    return { compiled, params, cost: units };
+    return { compiled, params: override ? overriddenParams(compiled, params, override) : params, cost: units };
   }
 
   /** Names one of this policy's fields for an error, e.g. `@RateLimit on C.h, policy 2 of 2 ('b'): by`. */
@@ -70,9 +78,9 @@ export class PlannedPolicy {
     return deadlines.bound((value as (context: ExecutionContext) => T | Promise<T>)(context), () => this.describe(field));
   }
 
-  /** The `RateLimit-Policy` member for `params` (memoised per shape for dynamic limits). */
+  /** The `RateLimit-Policy` member for `params` (memoised per shape for dynamic limits and runtime overrides). */
   member(params: AlgorithmParams): string {
-    if (this.staticMember !== undefined) return this.staticMember;
+    if (params === this.fixedParams && this.staticMember !== undefined) return this.staticMember;
     const shape = `${params.limit}/${params.windowMs}/${params.burst}`;
     let member = this.members.get(shape);
     if (member === undefined) {

@@ -7,6 +7,7 @@ import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import { RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from '../rate-limit.decorator';
 import { RATE_LIMIT_OPTIONS } from '../rate-limit.module-definition';
 import { hasOverride, policyWhere, resolvePolicies, type InheritedPolicies } from '../policy/policy-overrides';
+import type { CompiledPolicy } from '../policy/compile-policy';
 import { buildRoutePlan, type PlanSource, type RoutePlan } from './route-plan';
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
@@ -42,6 +43,8 @@ export class RateLimitRouteRegistry implements OnModuleInit {
   private readonly defaultPolicies: RateLimitPolicy[] | undefined;
   /** `defaultPolicies` as what a route inherits, for `@RateLimit` overrides. */
   private readonly defaults: InheritedPolicies | undefined;
+  /** Every policy planned (the module's defaults, every route's), by name: the names runtime overrides may use. */
+  private readonly named = new Map<string, Set<CompiledPolicy>>();
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -54,7 +57,7 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     this.defaultPolicies = defaultPolicy === undefined ? undefined : ([] as RateLimitPolicy[]).concat(defaultPolicy);
     if (this.defaultPolicies) {
       const policies = this.defaultPolicies;
-      buildRoutePlan({ policies, where: DEFAULT_POLICY, route: '', scopeKey: 'default' }, algorithms);
+      this.learn(buildRoutePlan({ policies, where: DEFAULT_POLICY, route: '', scopeKey: 'default' }, algorithms));
       this.defaults = {
         origin: DEFAULT_POLICY,
         policies: policies.map((policy, i) => ({ policy, where: policyWhere(DEFAULT_POLICY, i, policies.length) })),
@@ -127,11 +130,30 @@ export class RateLimitRouteRegistry implements OnModuleInit {
       plan = byName === undefined ? undefined : byHandler.get(byName);
       if (plan === undefined) {
         const source = this.source(controller, handler, method);
-        plan = source && buildRoutePlan(source, this.algorithms);
+        plan = source && this.learn(buildRoutePlan(source, this.algorithms));
         // Every policy skipped by name (@SkipRateLimit('a', 'b')): the route is not limited.
         if (plan && plan.policies.length === 0) plan = null;
       }
       byHandler.set(byName ?? handler, plan);
+    }
+    return plan;
+  }
+
+  /** Every policy named `name` that the module's defaults or a route planned so far enforce (all are, after bootstrap). */
+  policiesNamed(name: string): CompiledPolicy[] {
+    return [...(this.named.get(name) ?? [])];
+  }
+
+  /** The names of every policy planned so far. */
+  policyNames(): string[] {
+    return [...this.named.keys()];
+  }
+
+  private learn(plan: RoutePlan): RoutePlan {
+    for (const { compiled } of plan.policies) {
+      let policies = this.named.get(compiled.name);
+      if (policies === undefined) this.named.set(compiled.name, (policies = new Set()));
+      policies.add(compiled);
     }
     return plan;
   }

@@ -9,11 +9,22 @@ import { compilePolicy, cost as validCost, type CompiledPolicy } from '../policy
 import { PolicyCache } from '../policy/policy-cache';
 import { describeValue } from '../shared/describe-value';
 import { trackerKeyPrefix } from '../shared/keys';
+import { LruMap } from '../shared/lru-map';
 import { StringMemo } from '../shared/string-memo';
 import type { RateLimitCall } from '../stores/store.interface';
 
 /** Counters of programmatic calls live under this scope unless the policy sets `scope`. */
 const SERVICE_SCOPE = 'svc';
+/** Most policy names remembered for runtime overrides (see {@link ServiceCalls.policyNamed}). */
+const MAX_NAMED = 1_000;
+/** The tracker namespaces a key may name (see {@link serviceTracker}). */
+const TRACKER_NAMESPACES = ['ip:', 'user:', 'rpc:', 'by:'] as const;
+
+/** A service key as a tracker, and its key prefix. */
+interface ServiceKey {
+  tracker: string;
+  prefix: string;
+}
 
 /**
  * What the programmatic injectables share (`RateLimiterService`, `RateLimitAdmin`, `RateLimitOutbound`): the
@@ -23,8 +34,11 @@ const SERVICE_SCOPE = 'svc';
 export class ServiceCalls {
   /** Compiled policies by identity, and by content for inline objects (see {@link PolicyCache}). */
   private readonly compiled: PolicyCache;
-  /** Each recent key's key prefix (`<prefix>:{<tracker>}:`), the key read as {@link serviceTracker} reads it. */
-  private readonly trackerPrefixes: StringMemo<string>;
+  /** Each recent key's tracker ({@link serviceTracker}) and key prefix (`<prefix>:{<tracker>}:`). */
+  private readonly trackers: StringMemo<ServiceKey>;
+  /** The policy these calls compiled last under each name (at most 1,000 names): what runtime overrides may name too. */
+  private readonly named = new LruMap<CompiledPolicy>();
+  private readonly ipv6Subnet: number;
   /** Set when the module is about to close the store: no call reaches it any more. */
   private closed = false;
 
@@ -34,9 +48,12 @@ export class ServiceCalls {
     options: RateLimitModuleOptions,
   ) {
     const prefix = options.prefix ?? 'rl';
-    const ipv6Subnet = options.ipv6Subnet ?? 64;
-    this.compiled = new PolicyCache((policy) => compilePolicy(policy, registry, 'RateLimiterService', SERVICE_SCOPE));
-    this.trackerPrefixes = new StringMemo((key) => trackerKeyPrefix(prefix, serviceTracker(key, ipv6Subnet)));
+    const ipv6Subnet = (this.ipv6Subnet = options.ipv6Subnet ?? 64);
+    this.compiled = new PolicyCache((policy) => this.learn(compilePolicy(policy, registry, 'RateLimiterService', SERVICE_SCOPE)));
+    this.trackers = new StringMemo((key) => {
+      const tracker = serviceTracker(key, ipv6Subnet);
+      return { tracker, prefix: trackerKeyPrefix(prefix, tracker) };
+    });
   }
 
   /** From now on every call rejects with {@link RateLimitShutdownError} (the module is closing its store). */
@@ -56,7 +73,33 @@ export class ServiceCalls {
   /** The key prefix of tracker `key` (`<prefix>:{<tracker>}:`). */
   trackerPrefix(key: string): string {
     assertKey(key);
-    return this.trackerPrefixes.get(key);
+    return this.trackers.get(key).prefix;
+  }
+
+  /** The tracker `key` names (see {@link serviceTracker}). */
+  tracker(key: string): string {
+    assertKey(key);
+    return this.trackers.get(key).tracker;
+  }
+
+  /** The policy these calls compiled last under `name`, if any. */
+  policyNamed(name: string): CompiledPolicy | undefined {
+    return this.named.get(name);
+  }
+
+  /**
+   * A runtime override's tracker pattern as decisions match it: `*`; a prefix ending in `*`, in the `by:`
+   * namespace unless it names one (`gold-*` → `by:gold-*`, `ip:10.0.*` as it is); or a tracker, as a key names
+   * it ({@link serviceTracker}: `acme` → `by:acme`, `ip:` addresses normalised as the guard does).
+   */
+  overridePattern(tracker: string): string {
+    if (tracker === '*') return tracker;
+    if (tracker.endsWith('*')) return TRACKER_NAMESPACES.some((ns) => tracker.startsWith(ns)) ? tracker : `by:${tracker}`;
+    try {
+      return serviceTracker(tracker, this.ipv6Subnet);
+    } catch (error) {
+      throw new RateLimitConfigError(`setOverride: tracker${(error as Error).message.replace(/^key/, '')}`);
+    }
   }
 
   /** The deny-list key of tracker `key`. */
@@ -75,18 +118,30 @@ export class ServiceCalls {
     await this.engine.store.block([this.keysOf(policy, key)], ms);
   }
 
-  /** One policy's request with `cost` units (the policy's own when `undefined`). */
-  request(policy: RateLimitPolicy, cost: number | undefined): PolicyRequest {
+  /**
+   * One policy's request with `cost` units (the policy's own when `undefined`); for `key`, with the runtime
+   * override matching its tracker applied.
+   */
+  request(policy: RateLimitPolicy, cost: number | undefined, key?: string): PolicyRequest {
     const compiled = this.staticPolicy(policy);
-    return { compiled, params: compiled.staticParams!, cost: this.units(compiled, cost) };
+    const request: PolicyRequest = { compiled, params: compiled.staticParams!, cost: this.units(compiled, cost) };
+    return key === undefined ? request : this.overridden(request, key);
+  }
+
+  /** `request` with the runtime override matching `key`'s tracker applied; `request` itself when none does. */
+  overridden(request: PolicyRequest, key: string): PolicyRequest {
+    const { overrides } = this.engine;
+    if (!overrides.active) return request;
+    const entry = overrides.match(request.compiled.name, this.tracker(key));
+    return entry === undefined ? request : { ...request, params: overrides.params(request.compiled, request.params, entry) };
   }
 
   /**
    * A refund's or a penalty's request: its cost is a whole number from 1 to the policy's capacity (more can
    * never have been taken; more as a penalty is a lockout).
    */
-  boundedRequest(what: 'refund' | 'penalty', policy: RateLimitPolicy, cost: number): PolicyRequest {
-    const request = this.request(policy, 0);
+  boundedRequest(what: 'refund' | 'penalty', policy: RateLimitPolicy, key: string, cost: number): PolicyRequest {
+    const request = this.request(policy, 0, key);
     const { compiled, params } = request;
     const bound = compiled.algorithm.usesBurst ? 'burst' : 'limit';
     const capacity = params[bound];
@@ -107,6 +162,12 @@ export class ServiceCalls {
         `RateLimiterService: policy '${compiled.name}' computes its limit or window from the request context, which a programmatic call does not have; pass numbers.`,
       );
     }
+    return compiled;
+  }
+
+  private learn(compiled: CompiledPolicy): CompiledPolicy {
+    if (this.named.size >= MAX_NAMED && this.named.get(compiled.name) === undefined) this.named.delete(this.named.oldest()!);
+    this.named.set(compiled.name, compiled);
     return compiled;
   }
 

@@ -1,0 +1,314 @@
+import type { AlgorithmParams } from '../algorithms/algorithm.interface';
+import { RateLimitConfigError } from '../errors/rate-limit-config.error';
+import type { RateLimitHooks } from '../interfaces/module-options.interface';
+import type { RateLimitOverride, RateLimitOverrideEntry, RateLimitOverrideEvent } from '../interfaces/override.interface';
+import type { CompiledPolicy } from '../policy/compile-policy';
+import {
+  MAX_OVERRIDES,
+  OverrideTable,
+  overrideField,
+  overrideJson,
+  overriddenParams,
+  parseStoredOverride,
+  type OverrideEntry,
+} from '../policy/runtime-overrides';
+import { IntervalWarning } from '../shared/interval-warning';
+import { MemoryStore } from '../stores/memory/memory.store';
+import type { OverrideKeys, OverrideRead, RateLimitStore } from '../stores/store.interface';
+
+/**
+ * How often each instance asks the store whether the overrides changed, ms: one small script call (a `GET` and
+ * `TIME` while nothing changed), so a change made on any instance is applied everywhere within two polls (1 s).
+ */
+export const OVERRIDE_POLL_MS = 500;
+
+/** What {@link RateLimitOverrides} needs from the module options. */
+export interface RateLimitOverridesOptions {
+  /** The module's key prefix. @default 'rl' */
+  prefix?: string;
+  /** `hooks.override` hears each change applied (read when it happens: the event bus sets it while someone listens). */
+  hooks?: RateLimitHooks;
+}
+
+/** One policy's request as the overrides see it (a `PolicyRequest`'s shape; the engine's type is defined above this file). */
+interface OverridableRequest {
+  compiled: CompiledPolicy;
+  params: AlgorithmParams;
+}
+
+/**
+ * The runtime overrides this instance applies (`RateLimitAdmin.setOverride`), and their synchronisation with the
+ * store, where they live (Redis: shared by every instance and kept across restarts; the memory store: this
+ * process only).
+ *
+ * Each instance holds a copy (an {@link OverrideTable}: what a decision consults, with no store round trip) and,
+ * on a remote store, asks the store every {@link OVERRIDE_POLL_MS} whether the set's version moved, reading the
+ * whole set only when it did (one timer per instance, `unref`ed, stopped on shutdown; none on the memory store,
+ * which only this instance writes). The copy is loaded before the app serves ({@link start}), and an instance's own
+ * write applies on it at once. `until` is on the store's clock: each read's `TIME` turns it into an end on this
+ * instance's clock. A failed read keeps the last copy (a rate-limited warning says so).
+ */
+export class RateLimitOverrides {
+  /** The overrides in force here. */
+  readonly table = new OverrideTable();
+  private readonly keys: OverrideKeys;
+  /** Local time, ms: the memory store's own clock (a test clock moves `until` too), else a monotonic one. */
+  private readonly clock: () => number;
+  private readonly unreadable = new IntervalWarning('RateLimitOverrides');
+  /** The store's version of the set this copy matches; `undefined` until the first read. */
+  private version: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** Reads and writes, one at a time: a read sent before a write must not be applied after it. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private busy = 0;
+  /** The soonest end of an override held, local ms (`Infinity`: none ends). */
+  private nextEndAt = Infinity;
+
+  constructor(
+    private readonly store: RateLimitStore,
+    private readonly options: RateLimitOverridesOptions = {},
+  ) {
+    const prefix = options.prefix ?? 'rl';
+    this.keys = { overrides: `${prefix}:{overrides}`, version: `${prefix}:{overrides}:v`, expiries: `${prefix}:{overrides}:until` };
+    this.clock = store instanceof MemoryStore ? () => store.now() : () => performance.now();
+  }
+
+  /** Whether any override is held: while none is, a decision asks nothing more. */
+  get active(): boolean {
+    return this.table.size > 0;
+  }
+
+  /** Whether policy `name` has an override (for any tracker). */
+  has(name: string): boolean {
+    return this.table.has(name);
+  }
+
+  /**
+   * The override in force for policy `name` and `tracker`, the most specific one (exact, longest prefix, `*`);
+   * `undefined` when none. One that has ended is dropped here (reported `expired`) and the next one tried.
+   */
+  match(name: string, tracker: string): OverrideEntry | undefined {
+    let entry = this.table.match(name, tracker);
+    while (entry !== undefined && entry.endsAt !== Infinity && this.clock() >= entry.endsAt) {
+      this.drop(entry, 'expired', false);
+      entry = this.table.match(name, tracker);
+    }
+    return entry;
+  }
+
+  /**
+   * `requests` with the override matching `tracker` applied to each policy that has one; `requests` itself
+   * (nothing allocated) when none does.
+   */
+  apply<R extends OverridableRequest>(requests: readonly R[], tracker: string): readonly R[] {
+    if (this.table.size === 0) return requests;
+    let applied: R[] | undefined;
+    for (let i = 0; i < requests.length; i++) {
+      const request = requests[i];
+      const entry = this.match(request.compiled.name, tracker);
+      if (entry === undefined) continue;
+      const params = this.params(request.compiled, request.params, entry);
+      if (params === request.params) continue;
+      applied ??= requests.slice();
+      applied[i] = { ...request, params };
+    }
+    return applied ?? requests;
+  }
+
+  /** `params` of `compiled` with `entry` applied; remembered per entry for params that never change. */
+  params(compiled: CompiledPolicy, params: AlgorithmParams, entry: OverrideEntry): AlgorithmParams {
+    if (params.periods !== undefined) return overriddenParams(compiled, params, entry);
+    return this.built(entry, params, () => overriddenParams(compiled, params, entry));
+  }
+
+  /** What `make` builds for `entry` from `from` (an object that never changes), built once per entry. */
+  built<T>(entry: OverrideEntry, from: object, make: () => T): T {
+    const built = (entry.built ??= new WeakMap());
+    let value = built.get(from) as T | undefined;
+    if (value === undefined) built.set(from, (value = make()));
+    return value;
+  }
+
+  /**
+   * Loads the overrides before the app serves (a failure is warned about and retried by the next poll), then,
+   * on a remote store, polls every {@link OVERRIDE_POLL_MS}.
+   */
+  async start(): Promise<void> {
+    await this.exclusive(() => this.read(true)).catch((error: unknown) => this.warnUnreadable(error));
+    if (this.timer === undefined && !this.store.inProcess) {
+      this.timer = setInterval(() => this.poll(), OVERRIDE_POLL_MS);
+      this.timer.unref();
+    }
+  }
+
+  /** Stops polling (the module is closing the store). */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * Sets the override of `policy` for `pattern` (the tracker pattern as matched; `tracker` as written) in the
+   * store, and applies it here at once. `until`: store ms, or `undefined`.
+   */
+  async set(policy: string, pattern: string, tracker: string, override: RateLimitOverride, until: number | undefined): Promise<void> {
+    const json = overrideJson(tracker, normalised(override), until);
+    await this.exclusive(async () => {
+      const result = await this.write({ field: overrideField(policy, pattern), value: json, untilMs: until ?? 0, maxCount: MAX_OVERRIDES });
+      if (result.status === 'past') {
+        throw new RateLimitConfigError(
+          `setOverride: until: ${new Date(until!).toISOString()} is not in the future (the store's clock reads ${new Date(result.nowMs).toISOString()}).`,
+        );
+      }
+      if (result.status === 'full') {
+        throw new RateLimitConfigError(
+          `setOverride: ${MAX_OVERRIDES} overrides are set already, the most kept; remove some (removeOverride), or give them an end (until), before adding more.`,
+        );
+      }
+      const entry = parseStoredOverride(overrideField(policy, pattern), json, result.nowMs, this.clock());
+      if (entry) this.put(entry, true);
+      await this.caughtUp(result.version);
+    });
+  }
+
+  /** Removes the override of `policy` for `pattern` from the store, and here at once. */
+  async remove(policy: string, pattern: string): Promise<void> {
+    await this.exclusive(async () => {
+      const result = await this.write({ field: overrideField(policy, pattern), value: undefined, untilMs: 0, maxCount: MAX_OVERRIDES });
+      const entry = this.table.get(policy, pattern);
+      if (entry) this.drop(entry, 'removed', true);
+      await this.caughtUp(result.version);
+    });
+  }
+
+  /** Every override in force, read from the store (so also those set elsewhere a moment ago), applied here too. */
+  async list(): Promise<RateLimitOverrideEntry[]> {
+    return this.exclusive(async () => {
+      this.version = undefined;
+      await this.read(false);
+      const listed: RateLimitOverrideEntry[] = [];
+      for (const entry of this.table.entries()) listed.push(entryOf(entry));
+      return listed.sort((a, b) => (a.policy === b.policy ? compare(a.tracker, b.tracker) : compare(a.policy, b.policy)));
+    });
+  }
+
+  /** One poll: skipped while a read or write is on its way (a hung store is asked again once it answers). */
+  private poll(): void {
+    if (this.busy > 0) return;
+    this.exclusive(() => this.read(false)).catch((error: unknown) => this.warnUnreadable(error));
+  }
+
+  /** Reads the set when its version moved and applies it; then drops the overrides that ended meanwhile. */
+  private async read(initial: boolean): Promise<void> {
+    const read = await this.store.readOverrides!(this.keys, this.version);
+    if (read.entries !== undefined) this.replace(read, initial);
+    this.version = read.version;
+    this.sweep();
+  }
+
+  /** After this instance's write: when another write came between, the set is read again now. */
+  private async caughtUp(version: string): Promise<void> {
+    if (this.version !== undefined && Number(version) === Number(this.version) + 1) this.version = version;
+    else {
+      this.version = undefined;
+      await this.read(false);
+    }
+  }
+
+  private write(write: Parameters<NonNullable<RateLimitStore['writeOverride']>>[1]) {
+    if (!this.store.writeOverride) {
+      return Promise.reject(
+        new RateLimitConfigError('setOverride: this rate-limit store keeps no runtime overrides (the memory and Redis stores do).'),
+      );
+    }
+    return this.store.writeOverride(this.keys, write);
+  }
+
+  /** The set as read replaces this copy; each difference is reported, but for the load at startup. */
+  private replace({ entries, nowMs }: OverrideRead, initial: boolean): void {
+    const localNow = this.clock();
+    const fields = new Set<string>();
+    for (const [field, json] of entries!) {
+      if (fields.size >= MAX_OVERRIDES) break;
+      const entry = parseStoredOverride(field, json, nowMs, localNow);
+      if (entry === undefined || (entry.until !== undefined && entry.until <= nowMs)) continue;
+      fields.add(field);
+      const held = this.table.get(entry.policy, entry.pattern);
+      if (held?.json !== json) this.put(entry, false, initial);
+    }
+    const gone: OverrideEntry[] = [];
+    for (const entry of this.table.entries()) if (!fields.has(overrideField(entry.policy, entry.pattern))) gone.push(entry);
+    for (const entry of gone) this.drop(entry, entry.until !== undefined && entry.until <= nowMs ? 'expired' : 'removed', false, initial);
+  }
+
+  /** Drops the overrides whose end has passed here (checked only once the soonest end is due). */
+  private sweep(): void {
+    if (this.nextEndAt === Infinity || this.clock() < this.nextEndAt) return;
+    const now = this.clock();
+    const ended: OverrideEntry[] = [];
+    let next = Infinity;
+    for (const entry of this.table.entries()) {
+      if (entry.endsAt <= now) ended.push(entry);
+      else if (entry.endsAt < next) next = entry.endsAt;
+    }
+    for (const entry of ended) this.drop(entry, 'expired', false);
+    this.nextEndAt = next;
+  }
+
+  private put(entry: OverrideEntry, local: boolean, quiet = false): void {
+    this.table.set(entry);
+    if (entry.endsAt < this.nextEndAt) this.nextEndAt = entry.endsAt;
+    if (!quiet) this.report('applied', entry, local);
+  }
+
+  private drop(entry: OverrideEntry, action: 'removed' | 'expired', local: boolean, quiet = false): void {
+    if (this.table.get(entry.policy, entry.pattern) !== entry) return;
+    this.table.delete(entry.policy, entry.pattern);
+    if (!quiet) this.report(action, entry, local);
+  }
+
+  private report(action: RateLimitOverrideEvent['action'], entry: OverrideEntry, local: boolean): void {
+    const hook = this.options.hooks?.override;
+    if (hook === undefined) return;
+    try {
+      hook({ action, local, ...entryOf(entry) });
+    } catch {
+      // The event bus logs its listeners' failures; a hook given by hand must not fail an override either.
+    }
+  }
+
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    this.busy++;
+    const run = this.queue.then(work, work);
+    this.queue = run.then(
+      () => this.busy--,
+      () => this.busy--,
+    );
+    return run;
+  }
+
+  private warnUnreadable(error: unknown): void {
+    this.unreadable.warn(
+      () =>
+        `runtime overrides: the rate-limit store could not be read (${(error as Error)?.message ?? String(error)}); the overrides read last stay in force, and it is asked again every ${OVERRIDE_POLL_MS} ms.`,
+    );
+  }
+}
+
+/** What listOverrides and events report of an entry: the pattern as set, the override as set, its end. */
+function entryOf({ policy, tracker, override, until }: OverrideEntry): RateLimitOverrideEntry {
+  return until === undefined ? { policy, tracker, override } : { policy, tracker, override, until };
+}
+
+/** The override's fields in a fixed order, without those left out. */
+function normalised({ limit, window, burst }: RateLimitOverride): RateLimitOverride {
+  const override: RateLimitOverride = {};
+  if (limit !== undefined) override.limit = limit;
+  if (window !== undefined) override.window = window;
+  if (burst !== undefined) override.burst = burst;
+  return override;
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
