@@ -20,6 +20,7 @@ export class RateLimitEventEmitterBridge implements OnModuleInit, OnModuleDestro
       },
       nearLimit: (decision) => this.emitter.emit(RATE_LIMIT_EVENTS.nearLimit, decision),
       storeError: (error) => this.emitter.emit(RATE_LIMIT_EVENTS.storeError, error),
+      override: (event) => this.emitter.emit(RATE_LIMIT_EVENTS.override, event),
     });
   }
 
@@ -32,7 +33,8 @@ export class RateLimitEventEmitterBridge implements OnModuleInit, OnModuleDestro
  * Emits the rate limiter's events on `@nestjs/event-emitter` (an optional peer dependency), under the names
  * of {@link RATE_LIMIT_EVENTS}: `rate-limit.decision` and `rate-limit.rejected` with a
  * `RateLimitDecisionEvent`, `rate-limit.near-limit` with the policy's `RateLimitDecision` (see the module's
- * `nearLimitRatio`), `rate-limit.store-error` with the `Error`. Needs `EventEmitterModule.forRoot()`
+ * `nearLimitRatio`), `rate-limit.store-error` with the `Error`, `rate-limit.override` with a
+ * `RateLimitOverrideEvent` (a runtime override applied, removed or expired). Needs `EventEmitterModule.forRoot()`
  * and `RateLimitModule` (both global by default). Listeners run synchronously on the request path unless
  * declared `@OnEvent(name, { async: true })`.
  * @example

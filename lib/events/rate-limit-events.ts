@@ -1,5 +1,6 @@
 import { IntervalWarning } from '../shared/interval-warning';
 import type { RateLimitHooks } from '../interfaces/module-options.interface';
+import type { RateLimitOverrideEvent } from '../interfaces/override.interface';
 
 /**
  * Names under which `RateLimitEventEmitterModule` (`nestjs-redis-ratelimit/event-emitter`) re-emits the
@@ -18,6 +19,11 @@ export const RATE_LIMIT_EVENTS = {
    * {@link RateLimitHooks.nearLimit}).
    */
   nearLimit: 'rate-limit.near-limit',
+  /**
+   * Each change to the runtime overrides an instance applies: applied, removed or expired
+   * ({@link RateLimitOverrideEvent}; see {@link RateLimitHooks.override}).
+   */
+  override: 'rate-limit.override',
 } as const;
 
 /**
@@ -47,6 +53,8 @@ export class RateLimitEvents {
   readonly hooks: RateLimitHooks = { storeError: (error) => this.publish('storeError', error) };
   private readonly publishDecision: NonNullable<RateLimitHooks['decision']> = (event) => this.publish('decision', event);
   private readonly publishNearLimit: NonNullable<RateLimitHooks['nearLimit']> = (decision) => this.publish('nearLimit', decision);
+  private readonly publishOverride: NonNullable<RateLimitHooks['override']> = (event: RateLimitOverrideEvent) =>
+    this.publish('override', event);
 
   /** @param optionHooks the module's `hooks` option, called before any subscriber. */
   constructor(optionHooks?: RateLimitHooks) {
@@ -55,9 +63,9 @@ export class RateLimitEvents {
   }
 
   /**
-   * Calls `listener.decision` for every decision, `listener.nearLimit` for every near-limit policy decision
-   * and `listener.storeError` for every store error until the returned function is called. Keep listeners
-   * cheap: they run on the request path.
+   * Calls `listener.decision` for every decision, `listener.nearLimit` for every near-limit policy decision,
+   * `listener.storeError` for every store error and `listener.override` for every runtime override change
+   * applied, until the returned function is called. Keep listeners cheap: they run on the request path.
    */
   subscribe(listener: RateLimitHooks): () => void {
     this.listeners = [...this.listeners, listener];
@@ -72,6 +80,7 @@ export class RateLimitEvents {
   private listen(): void {
     this.hooks.decision = this.listeners.some((l) => l.decision) ? this.publishDecision : undefined;
     this.hooks.nearLimit = this.listeners.some((l) => l.nearLimit) ? this.publishNearLimit : undefined;
+    this.hooks.override = this.listeners.some((l) => l.override) ? this.publishOverride : undefined;
   }
 
   private publish<K extends keyof RateLimitHooks>(kind: K, payload: Parameters<Required<RateLimitHooks>[K]>[0]): void {

@@ -44,6 +44,8 @@ export const RATE_LIMIT_PROMETHEUS_OPTIONS = Symbol('RATE_LIMIT_PROMETHEUS_OPTIO
  * - `rate_limit_near_limit_total{policy}`: allowed decisions of a policy at or under the module's
  *   `nearLimitRatio` of its limit (Envoy's `near_limit`: clients about to be rejected);
  * - `rate_limit_store_errors_total`: store failures and missed deadlines;
+ * - `rate_limit_overrides_total{action}`: runtime override changes this instance applied (`applied`,
+ *   `removed`, `expired`; never the tracker, whose values are unbounded);
  * - `rate_limit_decision_duration_seconds{outcome}`: latency of each decision (one per request or
  *   programmatic call; `outcome` `allowed` or `rejected`), store round trip included.
  *
@@ -62,6 +64,8 @@ export class RateLimitMetrics implements OnModuleDestroy {
   readonly nearLimit: Counter<'policy'>;
   /** `rate_limit_store_errors_total`. */
   readonly storeErrors: Counter<string>;
+  /** `rate_limit_overrides_total{action}`. */
+  readonly overrides: Counter<'action'>;
   /** `rate_limit_decision_duration_seconds{outcome}`. */
   readonly decisionDuration: Histogram<'outcome'>;
   /**
@@ -98,6 +102,7 @@ export class RateLimitMetrics implements OnModuleDestroy {
       ['policy'],
     );
     this.storeErrors = this.counter(`${prefix}store_errors_total`, 'Rate-limit store failures and missed deadlines.', []);
+    this.overrides = this.counter(`${prefix}overrides_total`, 'Runtime override changes applied by this instance, by action.', ['action']);
     this.decisionDuration = this.metric(
       `${prefix}decision_duration_seconds`,
       Histogram,
@@ -125,6 +130,7 @@ export class RateLimitMetrics implements OnModuleDestroy {
       decision: (event) => this.record(event),
       nearLimit: ({ policy }) => this.nearLimit.inc({ policy }),
       storeError: () => this.storeErrors.inc(),
+      override: ({ action }) => this.overrides.inc({ action }),
     });
   }
 
