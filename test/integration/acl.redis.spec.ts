@@ -2,7 +2,8 @@
  * The README's Redis ACL (docs/redis-clients-and-servers.md › Security and deployment), read from that file when the test runs, against
  * real servers. A user with exactly those grants runs everything the library sends — every algorithm through
  * consume, peek, penalty, refund, reserve/settle, leases (`extend` included), lockouts (escalating too),
- * calendar windows, multi-policy and batched decisions, the deny list, `NOSCRIPT` recovery, the wrong-type
+ * calendar windows, multi-policy and batched decisions, the deny list, runtime overrides (set with and without
+ * an end, an ended one dropped, listed, removed), `NOSCRIPT` recovery, the wrong-type
  * explanation (`TYPE`) and the health check's `PING` — with ioredis, node-redis and Valkey GLIDE, on a
  * standalone server and a 3-master Cluster, and (ioredis) through Sentinel. `ACL LOG` stays empty: no command
  * was denied, not even one a client would have ignored. The line grants nothing more than that.
@@ -24,7 +25,8 @@ import { libraryCluster, startRedis, startRedisCluster, startRedisSentinel } fro
 import { serviceOver } from '../support/store-chain';
 
 const README = join(__dirname, '..', '..', 'docs', 'redis-clients-and-servers.md');
-const ROOT = join(__dirname, '..', '..', 'lib', 'algorithms');
+/** Where the scripts are: the decision scripts' fragments, and the store's own (the runtime overrides'). */
+const SCRIPT_DIRS = [join(__dirname, '..', '..', 'lib', 'algorithms'), join(__dirname, '..', '..', 'lib', 'stores', 'redis')];
 const USER = { username: 'ratelimit', password: 'secret' };
 const registry = new RateLimitAlgorithmRegistry();
 
@@ -47,9 +49,11 @@ function readmeRules(): string[] {
 /** Every command the Lua scripts call (`redis.call` / `redis.pcall`), lowercase. */
 function scriptCommands(): string[] {
   const found = new Set<string>();
-  for (const file of readdirSync(ROOT).filter((f) => f.endsWith('.lua'))) {
-    for (const [, name] of readFileSync(join(ROOT, file), 'utf8').matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g))
-      found.add(name.toLowerCase());
+  for (const dir of SCRIPT_DIRS) {
+    for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
+      for (const [, name] of readFileSync(join(dir, file), 'utf8').matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g))
+        found.add(name.toLowerCase());
+    }
   }
   return [...found];
 }
@@ -176,6 +180,31 @@ async function everything(svc: RateLimiterService, flush: () => Promise<void>, s
     afterAllow: [undefined, 'allowed'],
   });
   await expect(store.ping!()).resolves.toBeUndefined();
+  await overrides(svc);
+}
+
+/**
+ * Runtime overrides through both of their scripts, down every branch that calls Redis: set without an end and
+ * with one, an ended one dropped by the next write, a read of the whole set, the override applied, removals.
+ */
+async function overrides(svc: RateLimiterService): Promise<void> {
+  const named: RateLimitPolicy = { algorithm: 'fixed-window', limit: 1, window: '1h', name: 'acl-override' };
+  expect(outcome(await svc.consume(named, 'o-0'))).toBe('allowed');
+  await svc.setOverride('acl-override', 'o-*', { limit: 2 });
+  const ends = Date.now() + 1_000;
+  await svc.setOverride('acl-override', 'o-brief', { limit: 3 }, { until: ends });
+  await new Promise((resolve) => setTimeout(resolve, ends + 100 - Date.now()));
+  await svc.setOverride('acl-override', 'o-1', { limit: 3 });
+  const listed = (await svc.listOverrides('acl-override')).map((o) => `${o.tracker}=${o.override.limit}`);
+  const applied = [];
+  for (let i = 0; i < 3; i++) applied.push(outcome(await svc.consume(named, 'o-2')));
+  await svc.removeOverride('acl-override', 'o-*');
+  await svc.removeOverride('acl-override', 'o-1');
+  expect({ listed, applied, after: await svc.listOverrides() }).toEqual({
+    listed: ['o-*=2', 'o-1=3'],
+    applied: ['allowed', 'allowed', 'rejected'],
+    after: [],
+  });
 }
 
 /** A key of someone else's type under ours: the error names it, which takes `TYPE` (a store without fallback, so the error shows). */
