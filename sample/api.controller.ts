@@ -28,6 +28,7 @@ export class ApiController {
         '/algorithms/<name>',
         'POST /login',
         'POST /moderation/deny',
+        '/tenants/data, PUT /tenants/plans/<tenant>',
         'POST /ai/complete',
         '/reports',
         '/catalog/items, /catalog/search, /catalog/export',

@@ -15,6 +15,7 @@ import { ModerationController } from './moderation.controller';
 import { PartnerController } from './partner.controller';
 import { QuotesResolver } from './quotes.resolver';
 import { ReportsController } from './reports.controller';
+import { TenantsController } from './tenants.controller';
 
 /**
  * The sample app. Options come from a factory, as they would from a ConfigService: Redis when REDIS_URL
@@ -47,6 +48,7 @@ import { ReportsController } from './reports.controller';
     AiController,
     ModerationController,
     CatalogController,
+    TenantsController,
   ],
   providers: [QuotesResolver, ChatGateway],
 })

@@ -43,12 +43,13 @@ export class ModerationController {
   }
 }
 
-function assertAdmin(token: string | undefined): void {
+/** The demo's admin check (shared with TenantsController). */
+export function assertAdmin(token: string | undefined): void {
   if (token !== ADMIN_TOKEN) throw new ForbiddenException('x-admin-token required');
 }
 
 /** A deny the library refuses (a bad duration or reason) is the caller's mistake: 400, with the library's message. */
-async function badRequestOnConfig(work: Promise<void>): Promise<void> {
+export async function badRequestOnConfig(work: Promise<void>): Promise<void> {
   try {
     await work;
   } catch (error) {

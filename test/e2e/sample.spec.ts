@@ -2,7 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { AppModule } from '../../sample/app.module';
 import { startRedis, type RedisProcess } from '../support/redis-server';
-import { bootApp, MATRIX, sleep } from './harness';
+import { bootApp, clearOfMinuteEnd, MATRIX, sleep } from './harness';
 
 /** Smoke test: the sample app boots on both adapters and both stores and answers as its comments say. */
 describe.each(MATRIX)('sample app on $adapter with the $store store', ({ adapter, store }) => {
@@ -79,6 +79,33 @@ describe.each(MATRIX)('sample app on $adapter with the $store store', ({ adapter
     expect(client.slice(0, 20)).toEqual(Array.from({ length: 20 }, (_, i) => 19 - i));
     // The global bucket (2,000, two units back per ms) has never been below 2,000 − 21.
     expect(everyone.slice(0, 20).every((r) => r >= 1_979 && r <= 1_999)).toBe(true);
+  });
+
+  it("sets a tenant's plan limit at runtime from an admin route", async () => {
+    await clearOfMinuteEnd();
+    const admin = { 'x-admin-token': 'demo-admin' };
+    const sent = async (tenant: string) => {
+      const statuses: number[] = [];
+      let policy: string | undefined;
+      for (let i = 0; i < 9; i++) {
+        const res = await http().get('/tenants/data').set('x-tenant', tenant);
+        policy ??= res.headers['ratelimit-policy'];
+        statuses.push(res.status);
+      }
+      return { admitted: statuses.filter((s) => s === 200).length, policy };
+    };
+    expect((await http().put('/tenants/plans/acme').send({ perMinute: 8 })).status).toBe(403);
+    expect((await http().put('/tenants/plans/acme').set(admin).send({ perMinute: 0 })).body.message).toBe(
+      'setOverride: limit: 0 must be a whole number ≥ 1.',
+    );
+    expect((await http().put('/tenants/plans/acme').set(admin).send({ perMinute: 8 })).status).toBe(204);
+    expect((await http().get('/tenants/plans').set(admin)).body).toEqual([
+      { policy: 'tenant-api', tracker: 'acme', override: { limit: 8 } },
+    ]);
+    expect(await sent('acme')).toEqual({ admitted: 8, policy: '"tenant-api";q=8;w=60' });
+    expect(await sent('globex')).toEqual({ admitted: 5, policy: '"tenant-api";q=5;w=60' });
+    expect((await http().delete('/tenants/plans/acme').set(admin)).status).toBe(204);
+    expect((await http().get('/tenants/plans').set(admin)).body).toEqual([]);
   });
 
   it('never rejects on the shadowed policy of /search', async () => {
