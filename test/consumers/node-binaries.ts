@@ -37,8 +37,16 @@ export async function nodeBinary(major: number): Promise<NodeBinary> {
   if (!existsSync(path) || !(Date.now() - installedAt < REFRESH_MS)) {
     mkdirSync(dir, { recursive: true });
     const args = ['install', '--prefix', dir, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', `${pkg}@${major}`];
-    await run('npm', args, dir);
-    writeFileSync(stamp, String(Date.now()));
+    try {
+      await run('npm', args, dir);
+      writeFileSync(stamp, String(Date.now()));
+    } catch (error) {
+      // A refresh that fails (registry away) keeps the cached binary; a first install has nothing to fall back on.
+      if (!existsSync(path)) throw error;
+      console.log(
+        `Node ${major}: could not refresh ${pkg}, using the cached one (${error instanceof Error ? error.message : String(error)})`,
+      );
+    }
   }
   const version = (await run(path, ['--version'], dir)).trim();
   if (!version.startsWith(`v${major}.`)) throw new Error(`${path} is ${version}, expected Node ${major}`);
