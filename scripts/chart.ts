@@ -9,9 +9,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithmName, RateLimitPolicy } from '../lib/interfaces/policy.interface';
-import { RateLimitEngine } from '../lib/rate-limit.engine';
+import { RateLimitEngine } from '../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../lib/rate-limiter.service';
-import { MemoryStore } from '../lib/stores/memory.store';
+import { MemoryStore } from '../lib/stores/memory/memory.store';
 
 // ---------------------------------------------------------------------------------------------------------
 // Settings and the traffic trace

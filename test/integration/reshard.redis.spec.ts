@@ -92,7 +92,8 @@ it('3,000 slots moving under load: no fallback for keys that stay, none for fres
   expect(movedSlots.size).toBe(3_000);
 
   // Every key of a tracker shares the hash tag of its key prefix, as the service builds it.
-  const slotOf = (tracker: string) => hashSlot((svc as unknown as { trackerPrefix(key: string): string }).trackerPrefix(tracker));
+  const slotOf = (tracker: string) =>
+    hashSlot((svc as unknown as { calls: { trackerPrefix(key: string): string } }).calls.trackerPrefix(tracker));
   const staying = answers.filter((a) => !movedSlots.has(slotOf(a.tracker)));
   const fellBack = (list: typeof answers) => list.filter((a) => a.decision.reason === 'store-unavailable').length;
   console.log(
