@@ -9,10 +9,11 @@
  * attribute (TS4125, "resolution-mode assertions are unstable"), so it keeps reading the plain declarations
  * next to the JavaScript, which serve Nest 10 and 11. One set cannot serve both, hence two.
  *
- * Only what differs is copied: a declaration that imports a package, and one that imports (at any depth) such a
- * declaration, since a relative import cannot change with the TypeScript version. The rest, declarations that
- * reach no package at all, read the same under every TypeScript: the copies import them where they are in dist/
- * (`../…`), so they exist once.
+ * Only what differs, and only what TypeScript can reach, is copied: a declaration that imports a package, or
+ * imports (at any depth) one that does, since a relative import cannot change with the TypeScript version; and of
+ * those only what the entry points of "exports" reach (internal modules the public types never name are not
+ * read through dist/ts5.3, so they need no copy). Declarations that reach no package read the same under every
+ * TypeScript: the copies import them where they are in dist/ (`../…`), so they exist once.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix, relative, resolve, sep } from 'node:path';
@@ -41,28 +42,59 @@ function resolveRelative(from: string, specifier: string): string {
   return found;
 }
 
-/** Which declarations go to dist/ts5.3: those that import a package, and those that import one of these. */
-export function needingCopies(sources: Map<string, string>): Set<string> {
+/** The relative imports of each declaration, resolved, and whether it imports a package itself. */
+function importGraph(sources: Map<string, string>): { imports: Map<string, string[]>; importsPackage: Set<string> } {
   const imports = new Map<string, string[]>();
-  const copied = new Set<string>();
+  const importsPackage = new Set<string>();
   for (const [file, source] of sources) {
     const specifiers = [...source.matchAll(SPECIFIER)].map((match) => match[3]);
-    if (specifiers.some((specifier) => !specifier.startsWith('.'))) copied.add(file);
+    if (specifiers.some((specifier) => !specifier.startsWith('.'))) importsPackage.add(file);
+    const relativeOnes = specifiers.filter((specifier) => specifier.startsWith('.'));
     imports.set(
       file,
-      specifiers.filter((specifier) => specifier.startsWith('.')).map((specifier) => resolveRelative(file, specifier)),
+      relativeOnes.map((specifier) => resolveRelative(file, specifier)),
     );
   }
+  return { imports, importsPackage };
+}
+
+/**
+ * Which declarations go to dist/ts5.3: the entry points, and every declaration that reaches a package (imports
+ * one, or imports a declaration that does) and that the entry points reach through such declarations.
+ */
+export function copiesFor(sources: Map<string, string>, entries: string[]): Set<string> {
+  const { imports, importsPackage } = importGraph(sources);
+  const reaching = new Set(importsPackage);
   for (let grew = true; grew;) {
     grew = false;
     for (const [file, targets] of imports) {
-      if (!copied.has(file) && targets.some((target) => copied.has(target))) {
-        copied.add(file);
+      if (!reaching.has(file) && targets.some((target) => reaching.has(target))) {
+        reaching.add(file);
         grew = true;
       }
     }
   }
-  return copied;
+  const copies = new Set<string>();
+  const pending = [...entries];
+  for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
+    if (copies.has(file)) continue;
+    copies.add(file);
+    pending.push(...(imports.get(file) ?? []).filter((target) => reaching.has(target)));
+  }
+  return copies;
+}
+
+/** The declarations package.json "exports" points TypeScript 5.3+ at (`types@>=5.3`), as their plain paths in dist/. */
+function entryPoints(): string[] {
+  const { exports } = JSON.parse(readFileSync(join(DIST, '..', 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
+  return Object.values(exports).flatMap((conditions) => {
+    const target =
+      typeof conditions === 'object' && conditions !== null ? (conditions as Record<string, unknown>)['types@>=5.3'] : undefined;
+    if (typeof target !== 'string') return [];
+    const plain = join(DIST, posix.relative('dist/ts5.3', posix.normalize(target)));
+    if (!existsSync(plain)) throw new Error(`package.json "exports" names ${target}, but ${relative(DIST, plain)} was not built`);
+    return [plain];
+  });
 }
 
 /** The declaration with every package import type-only and resolved as an ES module import. */
@@ -99,7 +131,7 @@ function main(): void {
   rmSync(OUT, { recursive: true, force: true });
   const files = declarations(DIST);
   const sources = new Map(files.map((file) => [file, readFileSync(file, 'utf8')]));
-  const copied = needingCopies(sources);
+  const copied = copiesFor(sources, entryPoints());
   for (const file of copied) {
     const target = join(OUT, relative(DIST, file));
     mkdirSync(dirname(target), { recursive: true });
@@ -108,7 +140,7 @@ function main(): void {
   }
   // stderr: `npm pack --json` runs this through prepack, and its stdout must stay JSON.
   process.stderr.write(
-    `dist/ts5.3: ${copied.size} of ${files.length} declarations with ES module import resolution (the other ${files.length - copied.size} reach no package and are shared)\n`,
+    `dist/ts5.3: ${copied.size} of ${files.length} declarations, with ES module import resolution (the others reach no package, or are never read from there)\n`,
   );
 }
 
