@@ -7,14 +7,13 @@ import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
-import { decideRoute } from './routes/decide-route';
+import { decideRoute, routeTrackers, type RouteTracker } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
 import { RouteResponder } from './routes/route-responder';
 import { RouteSkips } from './routes/route-skips';
 import { UserFallbackWarnings } from './routes/user-fallback-warnings';
 import { UserFunctionDeadlines } from './routes/user-function-deadlines';
-import { trackerKeyPrefixes } from './shared/keys';
 import type { StringMemo } from './shared/string-memo';
 
 /** Re-exported for bench/http-app.ts, which answers the way the guard does. */
@@ -36,7 +35,7 @@ const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;
  */
 @Injectable()
 export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
-  private readonly trackerPrefixes: StringMemo<string>;
+  private readonly trackers: StringMemo<RouteTracker>;
   private readonly ips: IpTrackers;
   private readonly contexts: RateLimitContexts;
   private readonly deadlines: UserFunctionDeadlines;
@@ -53,7 +52,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     holds: RateLimitHolds,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
   ) {
-    this.trackerPrefixes = trackerKeyPrefixes(options.prefix);
+    this.trackers = routeTrackers(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     const profile = headerProfile(options.headerProfile);
     this.contexts = new RateLimitContexts(options, profile);
@@ -91,7 +90,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
       context,
       caller,
       engine: this.engine,
-      trackerPrefixes: this.trackerPrefixes,
+      trackers: this.trackers,
       ips: this.ips,
       deadlines: this.deadlines,
       userFallbacks: this.userFallbacks,

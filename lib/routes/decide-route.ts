@@ -4,7 +4,9 @@ import type { RateLimitDecision } from '../interfaces/decision.interface';
 import { charged, decidedAt } from '../pipeline/charges';
 import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
-import type { StringMemo } from '../shared/string-memo';
+import type { TrackerOverrides } from '../pipeline/override-sync';
+import { trackerKeyPrefix } from '../shared/keys';
+import { StringMemo } from '../shared/string-memo';
 import type { RoutePlan, TrackerGroup } from './route-plan';
 import type { UserFallbackWarnings } from './user-fallback-warnings';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
@@ -16,14 +18,31 @@ export interface RouteDecisionInput {
   /** Who is calling, as the call's kind of context sees it. */
   caller: TrackerSource;
   engine: RateLimitEngine;
-  /** Each tracker's key prefix (`<prefix>:{<tracker>}:`), remembered for recent trackers. */
-  trackerPrefixes: StringMemo<string>;
+  /** Each tracker's key prefix (`<prefix>:{<tracker>}:`) and overrides matched, remembered for recent trackers. */
+  trackers: StringMemo<RouteTracker>;
   /** `ip:` trackers of recent client addresses. */
   ips: IpTrackers;
   /** Bounds the policies' own functions (`by`, `limit`, `window`, `cost`) that return a promise. */
   deadlines: UserFunctionDeadlines;
   /** Told of `by: 'user'` calls without a user, which count per IP address (warned once per route). */
   userFallbacks: UserFallbackWarnings;
+}
+
+/** A tracker as the guard remembers it: its key prefix, and the runtime overrides it matched. */
+export interface RouteTracker extends TrackerOverrides {
+  readonly prefix: string;
+}
+
+/** The guard's memo of recent trackers under the module's `prefix` (as `trackerKeyPrefixes`, with the overrides matched). */
+export function routeTrackers(prefix = 'rl'): StringMemo<RouteTracker> {
+  return new StringMemo((tracker): RouteTracker => ({
+    prefix: trackerKeyPrefix(prefix, tracker),
+    overridesAt: -1,
+    name0: undefined,
+    entry0: undefined,
+    name1: undefined,
+    entry1: undefined,
+  }));
 }
 
 /** The decision of every policy of a route; arrays are aligned with `plan.policies`. */
@@ -73,11 +92,12 @@ function decideStatic(
   by: 'ip' | 'user' | undefined,
   input: RouteDecisionInput,
 ): RouteOutcome | Promise<RouteOutcome> {
-  const { engine, trackerPrefixes } = input;
+  const { engine } = input;
   const tracker = builtInTracker(by, group, input);
+  const known = input.trackers.get(tracker);
   // No runtime override anywhere (the usual case): one property read, nothing allocated.
-  const { requests, policyHeader } = engine.overrides.active ? overriddenFixed(group, fixed, tracker, input) : fixed;
-  const result = engine.decideNowOrLater(trackerPrefixes.get(tracker), requests, 'consume');
+  const { requests, policyHeader } = engine.overrides.active ? overriddenFixed(group, fixed, tracker, known, input) : fixed;
+  const result = engine.decideNowOrLater(known.prefix, requests, 'consume');
   if (result instanceof Promise) return result.then((r) => staticOutcome(r, policyHeader, tracker));
   return staticOutcome(result, policyHeader, tracker);
 }
@@ -90,21 +110,25 @@ function overriddenFixed(
   group: TrackerGroup,
   fixed: NonNullable<TrackerGroup['fixed']>,
   tracker: string,
+  known: RouteTracker,
   { engine: { overrides }, plan }: RouteDecisionInput,
 ): NonNullable<TrackerGroup['fixed']> {
-  const header = (requests: readonly PolicyRequest[]) =>
-    group.indexes.map((i, n) => plan.policies[i].member(requests[n].params)).join(', ');
   if (fixed.requests.length === 1) {
-    const [request] = fixed.requests;
-    const entry = overrides.match(request.compiled.name, tracker);
+    const request = fixed.requests[0];
+    const entry = overrides.matchFor(known, request.compiled.name, tracker);
     if (entry === undefined) return fixed;
     return overrides.built(entry, fixed, () => {
       const requests = [{ ...request, params: overrides.params(request.compiled, request.params, entry) }];
-      return { requests, policyHeader: header(requests) };
+      return { requests, policyHeader: headerOf(group, requests, plan) };
     });
   }
-  const requests = overrides.apply(fixed.requests, tracker);
-  return requests === fixed.requests ? fixed : { requests: requests as PolicyRequest[], policyHeader: header(requests) };
+  const requests = overrides.apply(fixed.requests, tracker, known);
+  return requests === fixed.requests ? fixed : { requests: requests as PolicyRequest[], policyHeader: headerOf(group, requests, plan) };
+}
+
+/** The `RateLimit-Policy` value of `group`'s requests. */
+function headerOf(group: TrackerGroup, requests: readonly PolicyRequest[], plan: RoutePlan): string {
+  return group.indexes.map((i, n) => plan.policies[i].member(requests[n].params)).join(', ');
 }
 
 /**
@@ -143,32 +167,32 @@ async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
 }
 
 async function decideGroup(group: TrackerGroup, input: RouteDecisionInput): Promise<GroupResult> {
-  const { plan, context, caller, engine, trackerPrefixes, ips, deadlines } = input;
+  const { plan, context, caller, engine, trackers, ips, deadlines } = input;
   const { by } = group;
   const { overrides } = engine;
   const trackerOf = () =>
     typeof by === 'function'
       ? resolveTracker(() => deadlines.bound(by(context), () => plan.policies[group.indexes[0]].describe('by')), context, caller, ips)
       : builtInTracker(by, group, input);
-  let tracker: string;
-  let requests: readonly PolicyRequest[];
   if (group.fixed === undefined && overrides.active && group.indexes.some((i) => overrides.has(plan.policies[i].compiled.name))) {
     // An override may replace a limit or window function: the tracker comes first, to know whether to call it.
-    tracker = await trackerOf();
-    requests = await Promise.all(
-      group.indexes.map((i) =>
-        plan.policies[i].request(context, deadlines, engine.store, overrides.match(plan.policies[i].compiled.name, tracker)),
-      ),
+    const tracker = await trackerOf();
+    const known = trackers.get(tracker);
+    const requests = await Promise.all(
+      group.indexes.map((i) => {
+        const policy = plan.policies[i];
+        return policy.request(context, deadlines, engine.store, overrides.matchFor(known, policy.compiled.name, tracker));
+      }),
     );
-  } else {
-    [tracker, requests] = await Promise.all([
-      trackerOf(),
-      group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context, deadlines, engine.store))),
-    ]);
-    if (group.fixed !== undefined) requests = overrides.apply(requests, tracker);
+    return { group, tracker, requests, result: await engine.decide(known.prefix, requests, 'consume') };
   }
-  const result = await engine.decide(trackerPrefixes.get(tracker), requests, 'consume');
-  return { group, tracker, requests, result };
+  const [tracker, resolved] = await Promise.all([
+    trackerOf(),
+    group.fixed?.requests ?? Promise.all(group.indexes.map((i) => plan.policies[i].request(context, deadlines, engine.store))),
+  ]);
+  const known = trackers.get(tracker);
+  const requests = group.fixed !== undefined && overrides.active ? overrides.apply(resolved, tracker, known) : resolved;
+  return { group, tracker, requests, result: await engine.decide(known.prefix, requests, 'consume') };
 }
 
 /**

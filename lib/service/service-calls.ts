@@ -4,6 +4,7 @@ import { RateLimitShutdownError } from '../errors/rate-limit-wait.error';
 import { serviceTracker } from '../http/tracker';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
+import type { TrackerOverrides } from '../pipeline/override-sync';
 import type { PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from '../policy/compile-policy';
 import { PolicyCache } from '../policy/policy-cache';
@@ -20,10 +21,10 @@ const MAX_NAMED = 1_000;
 /** The tracker namespaces a key may name (see {@link serviceTracker}). */
 const TRACKER_NAMESPACES = ['ip:', 'user:', 'rpc:', 'by:'] as const;
 
-/** A service key as a tracker, and its key prefix. */
-interface ServiceKey {
-  tracker: string;
-  prefix: string;
+/** A service key as a tracker, its key prefix, and the runtime overrides it matched. */
+interface ServiceKey extends TrackerOverrides {
+  readonly tracker: string;
+  readonly prefix: string;
 }
 
 /**
@@ -52,7 +53,15 @@ export class ServiceCalls {
     this.compiled = new PolicyCache((policy) => this.learn(compilePolicy(policy, registry, 'RateLimiterService', SERVICE_SCOPE)));
     this.trackers = new StringMemo((key) => {
       const tracker = serviceTracker(key, ipv6Subnet);
-      return { tracker, prefix: trackerKeyPrefix(prefix, tracker) };
+      return {
+        tracker,
+        prefix: trackerKeyPrefix(prefix, tracker),
+        overridesAt: -1,
+        name0: undefined,
+        entry0: undefined,
+        name1: undefined,
+        entry1: undefined,
+      };
     });
   }
 
@@ -132,7 +141,9 @@ export class ServiceCalls {
   overridden(request: PolicyRequest, key: string): PolicyRequest {
     const { overrides } = this.engine;
     if (!overrides.active) return request;
-    const entry = overrides.match(request.compiled.name, this.tracker(key));
+    assertKey(key);
+    const known = this.trackers.get(key);
+    const entry = overrides.matchFor(known, request.compiled.name, known.tracker);
     return entry === undefined ? request : { ...request, params: overrides.params(request.compiled, request.params, entry) };
   }
 
