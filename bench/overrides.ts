@@ -203,7 +203,9 @@ function report(results: Map<string, Cell[]>, id: (b: Backend, p: Path, o: numbe
     }),
   );
   console.log(table(['store', 'path', 'none dec/s', '10k overrides dec/s', '10k ÷ none', 'CPU µs/dec none / 10k'], rows));
-  console.log(`\nThe tracker ${MATCHED} was decided with the matching override's limit in every 10k cell, and with the policy's in every other.`);
+  console.log(
+    `\nThe tracker ${MATCHED} was decided with the matching override's limit in every 10k cell, and with the policy's in every other.`,
+  );
 }
 
 main().catch((error) => {
