@@ -7,9 +7,17 @@
  */
 import { Controller, Get, Logger } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { RateLimit, RateLimitAdmin, RateLimitConfigError, type RateLimitOverrideEvent, type RateLimitPolicy } from '../../lib';
+import {
+  RateLimit,
+  RateLimitAdmin,
+  RateLimitConfigError,
+  RateLimiterService,
+  type RateLimitOverrideEvent,
+  type RateLimitPolicy,
+} from '../../lib';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import { OVERRIDE_POLL_MS, RateLimitOverrides } from '../../lib/pipeline/override-sync';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { compilePolicy } from '../../lib/policy/compile-policy';
 import {
   MAX_OVERRIDES,
@@ -395,5 +403,49 @@ describe('RateLimitOverrides on the memory store', () => {
     expect(overrides.match('api', 'by:acme')?.limit).toBe(3);
     expect(events.map((e) => `${e.action} ${e.tracker}`)).toEqual(['applied *', 'applied acme', 'expired acme']);
     expect((await overrides.list()).map((e) => e.tracker)).toEqual(['*']);
+  });
+});
+
+describe('what is counted carries over (docs/overrides.md), at one instant of a test clock', () => {
+  /** `remaining` as a peek sees it after 3 units were taken under limit 4, then the override. */
+  async function remainingAfter(algorithm: RateLimitPolicy['algorithm'], override: { limit?: number; window?: '2h' }): Promise<number> {
+    const clock = new RateLimitTestClock();
+    const svc = new RateLimiterService(new RateLimitEngine(new MemoryStore({ clock: clock.now })), registry, {});
+    const policy: RateLimitPolicy = { name: 'p', algorithm, limit: 4, window: '1h' };
+    for (let i = 0; i < 3; i++) expect((await svc.consume(policy, 'k')).allowed).toBe(true);
+    await svc.setOverride('p', 'k', override);
+    return (await svc.peek(policy, 'k')).remaining;
+  }
+
+  it.each([
+    // Counts and what is owed carry over against the new limit (8 − 3 = 5); a token bucket keeps its 1 token.
+    ['fixed-window', 5],
+    ['sliding-window', 5],
+    ['sliding-log', 5],
+    ['gcra', 5],
+    ['leaky-bucket', 5],
+    ['token-bucket', 1],
+    ['concurrency', 5],
+  ] as const)('%s: limit 4 → 8 after 3 taken leaves %d', async (algorithm, remaining) => {
+    expect(await remainingAfter(algorithm, { limit: 8 })).toBe(remaining);
+  });
+
+  it.each([
+    // 3 counted ≥ 2: nothing left until enough ages out; a token bucket keeps its 1 token (≤ the new burst of 2).
+    ['fixed-window', 0],
+    ['sliding-window', 0],
+    ['sliding-log', 0],
+    ['gcra', 0],
+    ['leaky-bucket', 0],
+    ['token-bucket', 1],
+    ['concurrency', 0],
+  ] as const)('%s: limit 4 → 2 after 3 taken leaves %d', async (algorithm, remaining) => {
+    expect(await remainingAfter(algorithm, { limit: 2 })).toBe(remaining);
+  });
+
+  it('a changed window starts a fixed or sliding window over; a log keeps what it logged', async () => {
+    expect(await remainingAfter('fixed-window', { window: '2h' })).toBe(4);
+    expect(await remainingAfter('sliding-window', { window: '2h' })).toBe(4);
+    expect(await remainingAfter('sliding-log', { window: '2h' })).toBe(1);
   });
 });
