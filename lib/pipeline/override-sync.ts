@@ -1,5 +1,6 @@
 import type { AlgorithmParams } from '../algorithms/algorithm.interface';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
+import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { RateLimitHooks } from '../interfaces/module-options.interface';
 import type { RateLimitOverride, RateLimitOverrideEntry, RateLimitOverrideEvent } from '../interfaces/override.interface';
 import type { CompiledPolicy } from '../policy/compile-policy';
@@ -14,7 +15,7 @@ import {
 } from '../policy/runtime-overrides';
 import { IntervalWarning } from '../shared/interval-warning';
 import { MemoryStore } from '../stores/memory/memory.store';
-import type { OverrideKeys, OverrideRead, RateLimitStore } from '../stores/store.interface';
+import type { OverrideKeys, OverrideRead, OverrideWrite, OverrideWriteResult, RateLimitStore } from '../stores/store.interface';
 
 /**
  * How often each instance asks the store whether the overrides changed, ms: one small script call (a `GET` and
@@ -197,7 +198,8 @@ export class RateLimitOverrides {
   async set(policy: string, pattern: string, tracker: string, override: RateLimitOverride, until: number | undefined): Promise<void> {
     const json = overrideJson(tracker, normalised(override), until);
     await this.exclusive(async () => {
-      const result = await this.write({ field: overrideField(policy, pattern), value: json, untilMs: until ?? 0, maxCount: MAX_OVERRIDES });
+      const field = overrideField(policy, pattern);
+      const result = await this.write('setOverride', { field, value: json, untilMs: until ?? 0, maxCount: MAX_OVERRIDES });
       if (result.status === 'past') {
         throw new RateLimitConfigError(
           `setOverride: until: ${new Date(until!).toISOString()} is not in the future (the store's clock reads ${new Date(result.nowMs).toISOString()}).`,
@@ -208,7 +210,7 @@ export class RateLimitOverrides {
           `setOverride: ${MAX_OVERRIDES} overrides are set already, the most kept; remove some (removeOverride), or give them an end (until), before adding more.`,
         );
       }
-      const entry = parseStoredOverride(overrideField(policy, pattern), json, result.nowMs, this.clock());
+      const entry = parseStoredOverride(field, json, result.nowMs, this.clock());
       if (entry) this.put(entry, true);
       await this.caughtUp(result.version);
     });
@@ -217,7 +219,8 @@ export class RateLimitOverrides {
   /** Removes the override of `policy` for `pattern` from the store, and here at once. */
   async remove(policy: string, pattern: string): Promise<void> {
     await this.exclusive(async () => {
-      const result = await this.write({ field: overrideField(policy, pattern), value: undefined, untilMs: 0, maxCount: MAX_OVERRIDES });
+      const field = overrideField(policy, pattern);
+      const result = await this.write('removeOverride', { field, value: undefined, untilMs: 0, maxCount: MAX_OVERRIDES });
       const entry = this.table.get(policy, pattern);
       if (entry) this.drop(entry, 'removed', true);
       await this.caughtUp(result.version);
@@ -228,7 +231,9 @@ export class RateLimitOverrides {
   async list(): Promise<RateLimitOverrideEntry[]> {
     return this.exclusive(async () => {
       this.version = undefined;
-      await this.read(false);
+      await this.read(false).catch((error: unknown) => {
+        throw storeFailed('listOverrides', 'the overrides could not be read', error);
+      });
       const listed: RateLimitOverrideEntry[] = [];
       for (const entry of this.table.entries()) listed.push(entryOf(entry));
       return listed.sort((a, b) => (a.policy === b.policy ? compare(a.tracker, b.tracker) : compare(a.policy, b.policy)));
@@ -258,13 +263,17 @@ export class RateLimitOverrides {
     }
   }
 
-  private write(write: Parameters<NonNullable<RateLimitStore['writeOverride']>>[1]) {
+  /** One write; a failure is a {@link RateLimitStoreError} saying the change may or may not have been made. */
+  private async write(what: string, write: OverrideWrite): Promise<OverrideWriteResult> {
     if (!this.store.writeOverride) {
-      return Promise.reject(
-        new RateLimitConfigError('setOverride: this rate-limit store keeps no runtime overrides (the memory and Redis stores do).'),
-      );
+      throw new RateLimitConfigError(`${what}: this rate-limit store keeps no runtime overrides (the memory and Redis stores do).`);
     }
-    return this.store.writeOverride(this.keys, write);
+    try {
+      return await this.store.writeOverride(this.keys, write);
+    } catch (error) {
+      if (error instanceof RateLimitConfigError) throw error;
+      throw storeFailed(what, 'the change may or may not have been made (call again, or check listOverrides())', error);
+    }
   }
 
   /** The set as read replaces this copy; each difference is reported, but for the load at startup. */
@@ -338,6 +347,13 @@ export class RateLimitOverrides {
         `runtime overrides: the rate-limit store could not be read (${(error as Error)?.message ?? String(error)}); the overrides read last stay in force, and it is asked again every ${OVERRIDE_POLL_MS} ms.`,
     );
   }
+}
+
+/** A store failure of an override call, naming the call, what it means, and the store's own error. */
+function storeFailed(what: string, meaning: string, error: unknown): RateLimitStoreError {
+  if (error instanceof RateLimitStoreError) return error;
+  const message = (error as Error)?.message ?? String(error);
+  return new RateLimitStoreError(`${what}: the rate-limit store failed (${message}); ${meaning}.`, { cause: error });
 }
 
 /** What listOverrides and events report of an entry: the pattern as set, the override as set, its end. */

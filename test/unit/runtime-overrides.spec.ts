@@ -12,6 +12,7 @@ import {
   RateLimitAdmin,
   RateLimitConfigError,
   RateLimiterService,
+  RateLimitStoreError,
   type RateLimitOverrideEvent,
   type RateLimitPolicy,
 } from '../../lib';
@@ -384,6 +385,25 @@ describe('RateLimitOverrides on a remote store', () => {
     // Setting one already kept again is no new one.
     await overrides.set('api', 'by:a', 'a', { limit: 3 }, undefined);
     expect(overrides.match('api', 'by:a')?.limit).toBe(3);
+  });
+});
+
+describe('RateLimitOverrides when the store fails', () => {
+  it('rejects with a RateLimitStoreError naming the call and what it means, and keeps the copy as it was', async () => {
+    const store = new MemoryStore();
+    const overrides = new RateLimitOverrides(store);
+    await overrides.set('api', '*', '*', { limit: 3 }, undefined);
+    store.writeOverride = () => Promise.reject(new Error('Connection is closed.'));
+    store.readOverrides = () => Promise.reject(new Error('Connection is closed.'));
+    const failure = await overrides.set('api', 'by:a', 'a', { limit: 2 }, undefined).catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(RateLimitStoreError);
+    expect((failure as Error).message).toBe(
+      'setOverride: the rate-limit store failed (Connection is closed.); the change may or may not have been made (call again, or check listOverrides()).',
+    );
+    await expect(overrides.list()).rejects.toThrow(
+      'listOverrides: the rate-limit store failed (Connection is closed.); the overrides could not be read.',
+    );
+    expect([overrides.match('api', 'by:a')?.limit, overrides.table.size]).toEqual([3, 1]);
   });
 });
 
