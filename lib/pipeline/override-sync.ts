@@ -23,6 +23,9 @@ import type { OverrideKeys, OverrideRead, OverrideWrite, OverrideWriteResult, Ra
  */
 export const OVERRIDE_POLL_MS = 500;
 
+/** Longest the app's startup waits for the overrides to load (they keep loading in the background after it). */
+const STARTUP_LOAD_MS = 3_000;
+
 /** What {@link RateLimitOverrides} needs from the module options. */
 export interface RateLimitOverridesOptions {
   /** The module's key prefix. @default 'rl' */
@@ -178,7 +181,13 @@ export class RateLimitOverrides {
    * on a remote store, polls every {@link OVERRIDE_POLL_MS}.
    */
   async start(): Promise<void> {
-    await this.exclusive(() => this.read(true)).catch((error: unknown) => this.warnUnreadable(error));
+    const loaded = this.exclusive(() => this.read(true)).catch((error: unknown) => this.warnUnreadable(error));
+    // A client that queues commands while disconnected (an ioredis client of yours, by default) would hold the
+    // app's startup as long as Redis is away: the load is waited for a while, then goes on in the background.
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, STARTUP_LOAD_MS)));
+    await Promise.race([loaded, waited]);
+    clearTimeout(timer);
     if (this.timer === undefined && !this.store.inProcess) {
       this.timer = setInterval(() => this.poll(), OVERRIDE_POLL_MS);
       this.timer.unref();

@@ -373,6 +373,30 @@ describe('RateLimitOverrides on a remote store', () => {
     b.stop();
   });
 
+  it('does not hold the app’s startup for a store that does not answer: the load goes on in the background', async () => {
+    jest.useFakeTimers({ doNotFake: ['performance'] });
+    const remote = new SharedRemote();
+    await new RateLimitOverrides(remote as unknown as RateLimitStore).set('api', '*', '*', { limit: 4 }, undefined);
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const read = remote.readOverrides.bind(remote);
+    remote.readOverrides = async (keys, version) => {
+      await answered;
+      return read(keys, version);
+    };
+    const late = new RateLimitOverrides(remote as unknown as RateLimitStore);
+    let started = false;
+    void late.start().then(() => (started = true));
+    await jest.advanceTimersByTimeAsync(2_999);
+    expect(started).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+    expect([started, late.active]).toEqual([true, false]);
+    answer();
+    await jest.advanceTimersByTimeAsync(0);
+    expect(late.match('api', 'by:x')?.limit).toBe(4);
+    late.stop();
+  });
+
   it('refuses an override beyond the most kept, naming the bound', async () => {
     const store = new MemoryStore();
     const overrides = new RateLimitOverrides(store);
