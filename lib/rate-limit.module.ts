@@ -56,20 +56,20 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
       useFactory: async (options: RateLimitModuleOptions, registry: RateLimitAlgorithmRegistry, events: RateLimitEvents) => {
         validateModuleOptions(options);
         new Logger('RateLimit').log(describeStore(options.redis));
-        const store = createStore({ ...options, hooks: events.hooks }, registry);
-        // Decide with Redis from the first request: wait for the connection, but never block startup long.
-        // A store that is not ready warns by itself, naming the address and the cause.
-        await store.ready?.(STARTUP_CONNECT_MS);
-        return store;
+        return createStore({ ...options, hooks: events.hooks }, registry);
       },
     },
     {
       provide: RateLimitEngine,
       inject: [RATE_LIMIT_STORE, RATE_LIMIT_OPTIONS, RateLimitEvents],
       useFactory: async (store: RateLimitStore, options: RateLimitModuleOptions, events: RateLimitEvents) => {
+        // Decide with Redis from the first request: wait for the connection, but never block startup long.
+        // A store that is not ready warns by itself, naming the address and the cause.
+        const connected = (await store.ready?.(STARTUP_CONNECT_MS)) ?? true;
         const engine = new RateLimitEngine(store, { ...options, hooks: events.hooks });
-        // Runtime overrides set before this instance started apply from its first request; then it polls.
-        await engine.overrides.start();
+        // Runtime overrides set before this instance started apply from its first request (when the store is
+        // there to ask: one that is not connected is not waited for twice); then it polls.
+        await engine.overrides.start(connected);
         return engine;
       },
     },

@@ -178,16 +178,19 @@ export class RateLimitOverrides {
 
   /**
    * Loads the overrides before the app serves (a failure is warned about and retried by the next poll), then,
-   * on a remote store, polls every {@link OVERRIDE_POLL_MS}.
+   * on a remote store, polls every {@link OVERRIDE_POLL_MS}. A store that is not `connected` is not waited for:
+   * the load goes on in the background, and startup has already waited for the connection once.
    */
-  async start(): Promise<void> {
+  async start(connected = true): Promise<void> {
     const loaded = this.exclusive(() => this.read(true)).catch((error: unknown) => this.warnUnreadable(error));
     // A client that queues commands while disconnected (an ioredis client of yours, by default) would hold the
     // app's startup as long as Redis is away: the load is waited for a while, then goes on in the background.
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, STARTUP_LOAD_MS)));
-    await Promise.race([loaded, waited]);
-    clearTimeout(timer);
+    if (connected) {
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, STARTUP_LOAD_MS)));
+      await Promise.race([loaded, waited]);
+      clearTimeout(timer);
+    }
     if (this.timer === undefined && !this.store.inProcess) {
       this.timer = setInterval(() => this.poll(), OVERRIDE_POLL_MS);
       this.timer.unref();
