@@ -6,6 +6,7 @@ import { Controller, Get, type INestApplication } from '@nestjs/common';
 import { parseItem, parseList } from 'structured-headers';
 import request from 'supertest';
 import { RateLimit } from '../../lib';
+import { SLICE_LIFETIME_MS } from '../../lib/pipeline/slicing.store';
 import { bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
 import { scriptCalls as scriptCallsOf } from '../support/redis-server';
 
@@ -50,13 +51,24 @@ describe.each(MATRIX)('a sliced global limit on $adapter with the $store store',
     await request(app.getHttpServer()).get('/warm').expect(200);
     if (store === 'redis') await (await redis.client()).config('RESETSTAT');
     const answers: Array<[number, unknown]> = [];
+    const started = performance.now();
     for (let i = 0; i < 60; i++) {
       const res = await request(app.getHttpServer()).get('/api');
       answers.push([res.status, remaining(res)]);
     }
+    const elapsed = performance.now() - started;
     expect(answers).toEqual(Array.from({ length: 60 }, (_, i) => [200, 59 - i]));
-    // With Redis, one script per slice of 10.
-    if (store === 'redis') expect(await scriptCalls()).toBe(6);
+    // With Redis, one script per slice of 10; a slice that outlived SLICE_LIFETIME_MS (a busy machine serving its 10
+    // requests slowly) also gives its rest back, one script more, at most once per slice.
+    if (store === 'redis') {
+      const calls = await scriptCalls();
+      if (elapsed < SLICE_LIFETIME_MS) {
+        expect(calls).toBe(6);
+      } else {
+        expect(calls).toBeGreaterThanOrEqual(6);
+        expect(calls).toBeLessThanOrEqual(12);
+      }
+    }
     const rejected = await request(app.getHttpServer()).get('/api');
     expect(rejected.status).toBe(429);
     const wait = parseItem(String(rejected.headers['retry-after']))[0] as number;
