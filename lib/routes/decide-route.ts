@@ -4,7 +4,7 @@ import type { RateLimitDecision } from '../interfaces/decision.interface';
 import { charged, decidedAt } from '../pipeline/charges';
 import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
-import type { TrackerOverrides } from '../pipeline/override-sync';
+import { noOverridesMatched, type TrackerOverrides } from '../pipeline/override-sync';
 import { trackerKeyPrefix } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
 import type { RoutePlan, TrackerGroup } from './route-plan';
@@ -35,14 +35,7 @@ export interface RouteTracker extends TrackerOverrides {
 
 /** The guard's memo of recent trackers under the module's `prefix` (as `trackerKeyPrefixes`, with the overrides matched). */
 export function routeTrackers(prefix = 'rl'): StringMemo<RouteTracker> {
-  return new StringMemo((tracker): RouteTracker => ({
-    prefix: trackerKeyPrefix(prefix, tracker),
-    overridesAt: -1,
-    name0: undefined,
-    entry0: undefined,
-    name1: undefined,
-    entry1: undefined,
-  }));
+  return new StringMemo((tracker): RouteTracker => ({ prefix: trackerKeyPrefix(prefix, tracker), ...noOverridesMatched() }));
 }
 
 /** The decision of every policy of a route; arrays are aligned with `plan.policies`. */

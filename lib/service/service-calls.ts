@@ -4,7 +4,7 @@ import { RateLimitShutdownError } from '../errors/rate-limit-wait.error';
 import { serviceTracker } from '../http/tracker';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
-import type { TrackerOverrides } from '../pipeline/override-sync';
+import { noOverridesMatched, type TrackerOverrides } from '../pipeline/override-sync';
 import type { PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from '../policy/compile-policy';
 import { PolicyCache } from '../policy/policy-cache';
@@ -53,15 +53,7 @@ export class ServiceCalls {
     this.compiled = new PolicyCache((policy) => this.learn(compilePolicy(policy, registry, 'RateLimiterService', SERVICE_SCOPE)));
     this.trackers = new StringMemo((key) => {
       const tracker = serviceTracker(key, ipv6Subnet);
-      return {
-        tracker,
-        prefix: trackerKeyPrefix(prefix, tracker),
-        overridesAt: -1,
-        name0: undefined,
-        entry0: undefined,
-        name1: undefined,
-        entry1: undefined,
-      };
+      return { tracker, prefix: trackerKeyPrefix(prefix, tracker), ...noOverridesMatched() };
     });
   }
 
