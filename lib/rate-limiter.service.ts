@@ -269,7 +269,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
     try {
       const result = this.calls.engine.decideNowOrLater(
-        this.calls.trackerPrefix(key),
+        this.calls.trackerKeys(key),
         [this.calls.request(policy, options.cost, key)],
         mode,
       );

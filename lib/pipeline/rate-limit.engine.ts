@@ -19,6 +19,12 @@ export interface PolicyRequest {
   token?: string;
 }
 
+/**
+ * One tracker's keys by key suffix ({@link RateLimitEngine.trackerKeys}): a caller that remembers its trackers
+ * keeps this beside them, so a decision finds its keys without looking the tracker up again.
+ */
+export type TrackerKeys = StringMemo<string>;
+
 /** The outcome of every policy of one request. */
 export interface EngineDecision {
   /** True when every enforced policy allowed (shadow policies never reject). */
@@ -93,9 +99,14 @@ export class RateLimitEngine {
     this.overrides = new RateLimitOverrides(store, options);
   }
 
-  /** Store calls for `requests`, all under one tracker (one hash tag). */
-  calls(trackerPrefix: string, requests: readonly PolicyRequest[]): RateLimitCall[] {
-    const keys = this.keys.get(trackerPrefix);
+  /** The keys of the tracker whose key prefix is `trackerPrefix`. */
+  trackerKeys(trackerPrefix: string): TrackerKeys {
+    return this.keys.get(trackerPrefix);
+  }
+
+  /** Store calls for `requests`, all under one tracker (one hash tag): its key prefix, or its keys. */
+  calls(tracker: string | TrackerKeys, requests: readonly PolicyRequest[]): RateLimitCall[] {
+    const keys = typeof tracker === 'string' ? this.keys.get(tracker) : tracker;
     const denyKey = keys.get(DENY_KEY_SUFFIX);
     return requests.map(({ compiled, params, cost, token }) => ({
       algorithm: compiled.algorithm,
@@ -113,8 +124,8 @@ export class RateLimitEngine {
     }));
   }
 
-  async decide(trackerPrefix: string, requests: readonly PolicyRequest[], mode: DecisionMode): Promise<EngineDecision> {
-    return this.decideNowOrLater(trackerPrefix, requests, mode);
+  async decide(tracker: string | TrackerKeys, requests: readonly PolicyRequest[], mode: DecisionMode): Promise<EngineDecision> {
+    return this.decideNowOrLater(tracker, requests, mode);
   }
 
   /**
@@ -122,12 +133,12 @@ export class RateLimitEngine {
    * guard's hot path makes no promise at all; a promise otherwise.
    */
   decideNowOrLater(
-    trackerPrefix: string,
+    tracker: string | TrackerKeys,
     requests: readonly PolicyRequest[],
     mode: DecisionMode,
   ): EngineDecision | Promise<EngineDecision> {
     const started = this.options.hooks?.decision ? performance.now() : 0;
-    const calls = this.calls(trackerPrefix, requests);
+    const calls = this.calls(tracker, requests);
     if (this.anyShadow(requests)) {
       return this.decideSplit(requests, calls, mode).then((result) => this.reported(result, started));
     }

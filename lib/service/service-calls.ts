@@ -5,7 +5,7 @@ import { serviceTracker } from '../http/tracker';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import { noOverridesMatched, type TrackerOverrides } from '../pipeline/override-sync';
-import type { PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
+import type { PolicyRequest, RateLimitEngine, TrackerKeys } from '../pipeline/rate-limit.engine';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from '../policy/compile-policy';
 import { PolicyCache } from '../policy/policy-cache';
 import { describeValue } from '../shared/describe-value';
@@ -21,10 +21,11 @@ const MAX_NAMED = 1_000;
 /** The tracker namespaces a key may name (see {@link serviceTracker}). */
 const TRACKER_NAMESPACES = ['ip:', 'user:', 'rpc:', 'by:'] as const;
 
-/** A service key as a tracker, its key prefix, and the runtime overrides it matched. */
+/** A service key as a tracker, its key prefix and keys, and the runtime overrides it matched. */
 interface ServiceKey extends TrackerOverrides {
   readonly tracker: string;
   readonly prefix: string;
+  readonly keys: TrackerKeys;
 }
 
 /**
@@ -53,7 +54,8 @@ export class ServiceCalls {
     this.compiled = new PolicyCache((policy) => this.learn(compilePolicy(policy, registry, 'RateLimiterService', SERVICE_SCOPE)));
     this.trackers = new StringMemo((key) => {
       const tracker = serviceTracker(key, ipv6Subnet);
-      return { tracker, prefix: trackerKeyPrefix(prefix, tracker), ...noOverridesMatched() };
+      const trackerPrefix = trackerKeyPrefix(prefix, tracker);
+      return { tracker, prefix: trackerPrefix, keys: engine.trackerKeys(trackerPrefix), ...noOverridesMatched() };
     });
   }
 
@@ -75,6 +77,12 @@ export class ServiceCalls {
   trackerPrefix(key: string): string {
     assertKey(key);
     return this.trackers.get(key).prefix;
+  }
+
+  /** The keys of tracker `key` (as {@link trackerPrefix}, without finding the tracker again in the engine). */
+  trackerKeys(key: string): TrackerKeys {
+    assertKey(key);
+    return this.trackers.get(key).keys;
   }
 
   /** The tracker `key` names (see {@link serviceTracker}). */

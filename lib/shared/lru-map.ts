@@ -2,9 +2,14 @@
 interface Node<V> {
   key: string;
   value: V;
+  /** Free for the owner: the memory store keeps the entry's expiry here, so one object per key holds it all. */
+  expiresAt: number;
   prev: Node<V> | undefined;
   next: Node<V> | undefined;
 }
+
+/** An entry as {@link LruMap.getNode} hands it out: its value and expiry may be changed in place. */
+export type LruNode<V> = Pick<Node<V>, 'key' | 'value' | 'expiresAt'>;
 
 /**
  * A string-keyed map that remembers use order, for bounded in-process caches. The order is a linked list,
@@ -22,28 +27,35 @@ export class LruMap<V> {
 
   /** The value under `key`; `touch` makes it the most recently used. */
   get(key: string, touch = false): V | undefined {
+    return this.getNode(key, touch)?.value;
+  }
+
+  /** The entry under `key`, to read or change in place; `touch` makes it the most recently used. */
+  getNode(key: string, touch = false): LruNode<V> | undefined {
     const node = this.nodes.get(key);
     if (node && touch && node !== this.newestNode) {
       this.unlink(node);
       this.append(node);
     }
-    return node?.value;
+    return node;
   }
 
   /** Stores `value` as the most recently used (a key already present keeps its node: no map churn). */
-  set(key: string, value: V): void {
+  set(key: string, value: V, expiresAt = 0): LruNode<V> {
     const node = this.nodes.get(key);
     if (node) {
       node.value = value;
+      node.expiresAt = expiresAt;
       if (node !== this.newestNode) {
         this.unlink(node);
         this.append(node);
       }
-      return;
+      return node;
     }
-    const added: Node<V> = { key, value, prev: undefined, next: undefined };
+    const added: Node<V> = { key, value, expiresAt, prev: undefined, next: undefined };
     this.nodes.set(key, added);
     this.append(added);
+    return added;
   }
 
   delete(key: string): boolean {
@@ -69,12 +81,12 @@ export class LruMap<V> {
     yield* this.oldestFirst(Infinity);
   }
 
-  /** Deletes those of the `count` least recently used entries that `stale` says are (no allocation: hot path). */
-  pruneOldest(count: number, stale: (value: V) => boolean): void {
+  /** Deletes those of the `count` least recently used entries that expired before `now` (see {@link LruNode.expiresAt}). */
+  pruneExpired(count: number, now: number): void {
     let node = this.oldestNode;
     for (let i = 0; node && i < count; i++) {
       const next = node.next;
-      if (stale(node.value)) this.delete(node.key);
+      if (now > node.expiresAt) this.delete(node.key);
       node = next;
     }
   }

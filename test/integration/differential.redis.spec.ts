@@ -27,6 +27,7 @@ import type { RateLimitAlgorithmName, RateLimitPolicy } from '../../lib/interfac
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
+import type { LruMap } from '../../lib/shared/lru-map';
 import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { RedisClient } from '../../lib/interfaces/client-types';
 import type { RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
@@ -171,8 +172,11 @@ async function replay(events: readonly TraceEvent[], chosen: readonly number[]):
     else last = await memory.decide(event.calls, event.kind);
   }
   // Test-only peek at the private map: the state is all that matters for what the store decides next.
-  const entries = (memory as unknown as { entries: Iterable<[string, unknown]> }).entries;
-  return { last, state: JSON.stringify([...entries].sort(([a], [b]) => (a < b ? -1 : 1))) };
+  const entries = (memory as unknown as { entries: LruMap<unknown> }).entries;
+  const fingerprint = [...entries]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([key, value]) => [key, value, entries.getNode(key)!.expiresAt]);
+  return { last, state: JSON.stringify(fingerprint) };
 }
 
 /** Keeps one world per distinct store state. */

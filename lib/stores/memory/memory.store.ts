@@ -1,5 +1,5 @@
 import type { AlgorithmParams, AlgorithmVerdict } from '../../algorithms/algorithm.interface';
-import { LruMap } from '../../shared/lru-map';
+import { LruMap, type LruNode } from '../../shared/lru-map';
 import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from '../lockouts';
 import type {
   DecisionMode,
@@ -28,13 +28,6 @@ export interface MemoryStoreOptions {
   clock?: RateLimitClock;
 }
 
-/** A key's value and when it expires. */
-interface Entry {
-  value: unknown;
-  /** Absolute ms; the entry is gone once `now > expiresAt` (as Redis expires keys). */
-  expiresAt: number;
-}
-
 /** Entries examined per write by the incremental sweep (no timer per key, no timer at all). */
 const SWEEP_BATCH = 8;
 
@@ -47,12 +40,14 @@ export class MemoryStore implements RateLimitStore {
   readonly inProcess = true;
   /** Set by the first deny written: until then no decision reads a deny key (the usual store has none). */
   private hasDenials = false;
-  private readonly entries = new LruMap<Entry>();
+  /** Set by the first lockout written (`blockFor`, `block()`): until then no decision reads a lockout key. */
+  private hasLockouts = false;
+  /** Each key's value, and in its node its expiry (absolute ms; gone once `now > expiresAt`, as Redis expires keys). */
+  private readonly entries = new LruMap<unknown>();
   private readonly maxKeys: number;
   private readonly clock: RateLimitClock;
-  /** The sweep's `now`, read by {@link expired} (one predicate for the store's life, none per write). */
-  private sweepNow = 0;
-  private readonly expired = (entry: Entry): boolean => this.sweepNow > entry.expiresAt;
+  /** The algorithm verdict of a single-policy decision waiting to be committed (no array per decision). */
+  private readonly single: Array<AlgorithmVerdict<unknown> | undefined> = [undefined];
   /** Runtime overrides by field (see {@link writeOverride}), apart from the counters: `maxKeys` never evicts them. */
   private readonly overrides = new Map<string, { value: string; untilMs: number }>();
   /** Moves on with every write to {@link overrides}. */
@@ -82,10 +77,13 @@ export class MemoryStore implements RateLimitStore {
   /** The decision, synchronously (see {@link RateLimitStore.decideSync}). */
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
     const now = Math.floor(this.clock());
-    const denied = this.denied(calls, now);
-    if (denied) return denied;
+    if (this.hasDenials) {
+      const denied = this.denied(calls, now);
+      if (denied) return denied;
+    }
     const verdicts = new Array<StoreVerdict>(calls.length);
-    const charges = new Array<AlgorithmVerdict<unknown> | undefined>(calls.length);
+    const charges = calls.length === 1 ? this.single : new Array<AlgorithmVerdict<unknown> | undefined>(calls.length);
+    charges[0] = undefined;
     let allowed = true;
     for (let i = 0; i < calls.length; i++) {
       const verdict = (verdicts[i] = this.check(calls[i], now, mode, charges, i));
@@ -123,6 +121,7 @@ export class MemoryStore implements RateLimitStore {
 
   async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
     const now = Math.floor(this.clock());
+    this.hasLockouts = true;
     for (const call of calls) {
       if (call.blockKey === call.denyKey) this.hasDenials = true;
       const next = extendedLockout(this.read(call.blockKey, now) as LockoutValue | undefined, now, ms, call.escalate, call.token);
@@ -178,7 +177,7 @@ export class MemoryStore implements RateLimitStore {
    */
   private denied(calls: readonly RateLimitCall[], now: number): StoreDecision | undefined {
     const denyKey = calls[0]?.denyKey;
-    if (!this.hasDenials || denyKey === undefined) return undefined;
+    if (denyKey === undefined) return undefined;
     const denial = this.read(denyKey, now, true) as LockoutValue | undefined;
     if (denial === undefined || lockoutUntil(denial) <= now) return undefined;
     return deniedDecision(calls.length, lockoutUntil(denial) - now, now, lockoutNote(denial));
@@ -192,7 +191,7 @@ export class MemoryStore implements RateLimitStore {
     charges: Array<AlgorithmVerdict<unknown> | undefined>,
     i: number,
   ): StoreVerdict {
-    const lockout = this.read(call.blockKey, now) as LockoutValue | undefined;
+    const lockout = this.hasLockouts ? (this.read(call.blockKey, now) as LockoutValue | undefined) : undefined;
     const until = lockout === undefined ? undefined : lockoutUntil(lockout);
     if (until !== undefined && until > now) {
       const left = until - now;
@@ -217,6 +216,7 @@ export class MemoryStore implements RateLimitStore {
     }
     if (!v.allowed && call.blockForMs > 0 && mode === 'consume') {
       const { lengthMs, value, ttlMs } = newLockout(call.blockForMs, call.escalate, lockout, now);
+      this.hasLockouts = true;
       this.write(call.blockKey, value, ttlMs, now);
       verdict.retryAfterMs = Math.max(verdict.retryAfterMs, lengthMs);
       verdict.resetMs = Math.max(verdict.resetMs, lengthMs);
@@ -238,7 +238,7 @@ export class MemoryStore implements RateLimitStore {
 
   /** The live value under `key`; `touch` marks it most recently used. */
   private read(key: string, now: number, touch = false): unknown {
-    const entry = this.entries.get(key, touch);
+    const entry = this.entries.getNode(key, touch);
     if (!entry) return undefined;
     if (now > entry.expiresAt) {
       this.entries.delete(key);
@@ -253,18 +253,22 @@ export class MemoryStore implements RateLimitStore {
       this.entries.delete(key);
       return;
     }
-    const entry = this.entries.get(key, true);
+    const entry: LruNode<unknown> | undefined = this.entries.getNode(key, true);
     if (entry) {
       entry.value = value;
       entry.expiresAt = now + ttlMs;
-    } else this.entries.set(key, { value, expiresAt: now + ttlMs });
+      return;
+    }
+    this.entries.set(key, value, now + ttlMs);
     this.sweep(now);
   }
 
-  /** Drops a few expired entries from the least recently used end, and evicts past `maxKeys`. */
+  /**
+   * Drops a few expired entries from the least recently used end, and evicts past `maxKeys`: on each new key,
+   * the only write that grows the store (an update in place leaves the cold end alone).
+   */
   private sweep(now: number): void {
-    this.sweepNow = now;
-    this.entries.pruneOldest(SWEEP_BATCH, this.expired);
+    this.entries.pruneExpired(SWEEP_BATCH, now);
     while (this.entries.size > this.maxKeys) this.entries.delete(this.entries.oldest()!);
   }
 }
