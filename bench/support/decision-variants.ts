@@ -21,6 +21,8 @@ export const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 /** Allow-all limit: never reached within a run (limit × window stays under the 2^50 the engine accepts). */
 export const BIG = 1_000_000_000;
 const WINDOW_S = 60;
+/** Trackers each algorithm decides for in the "app using all seven" variants before timing starts. */
+const ALL_SEVEN_WARM_UP = 10_000;
 /** Windows of the policies of a multi-policy decision (s): limit × window stays under 2^50 with {@link BIG}. */
 const POLICY_WINDOWS_S = [60, 1, 10, 30, 5, 20, 2, 45];
 
@@ -224,12 +226,27 @@ export function variantsFor(deployment: Deployment, clients: Clients): Variant[]
     scenarios: inProcess,
     make: (points) => rlfDecider(new RateLimiterMemory({ points, duration: WINDOW_S })),
   });
-  for (const algorithm of ['fixed-window', 'gcra'] as const) {
+  for (const algorithm of ['fixed-window', 'gcra', 'token-bucket'] as const) {
     list.push({
       name: `memory store: ${algorithm}`,
       role: 'memory',
       scenarios: inProcess,
       make: (limit, scenario) => oursDecider(service(new MemoryStore({ maxKeys: 1_000_000 })), algorithm, limit, scenario),
+    });
+    list.push({
+      name: `memory store: ${algorithm} (app using all seven)`,
+      role: 'memory',
+      scenarios: ['keys', 'keys-1m'],
+      make: (limit, scenario) => {
+        // An app whose routes use every algorithm: the same service has decided with each of them, on the
+        // same trackers, before this one is timed (so its call sites have seen all seven).
+        const mixed = service(new MemoryStore({ maxKeys: 1_000_000 }));
+        for (const other of ALGORITHMS) {
+          const warm = oursDecider(mixed, other, BIG, scenario);
+          for (let i = 0; i < ALL_SEVEN_WARM_UP; i++) void warm(`user${i}`);
+        }
+        return oursDecider(mixed, algorithm, limit, scenario);
+      },
     });
   }
   return list.filter((v) => selected(v.name));
