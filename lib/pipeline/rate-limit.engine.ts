@@ -4,7 +4,15 @@ import type { RateLimitDecision, RateLimitDecisionReason } from '../interfaces/d
 import type { RateLimitDecisionEvent, RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { RateLimitDenyList } from './deny-list';
 import { RateLimitOverrides } from './override-sync';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreFallback, StoreVerdict } from '../stores/store.interface';
+import type {
+  DecisionMode,
+  RateLimitCall,
+  StateSlot,
+  RateLimitStore,
+  StoreDecision,
+  StoreFallback,
+  StoreVerdict,
+} from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 import type { CompiledPolicy } from '../policy/compile-policy';
 import { DENY_KEY_SUFFIX } from '../shared/keys';
@@ -23,7 +31,12 @@ export interface PolicyRequest {
  * One tracker's keys by key suffix ({@link RateLimitEngine.trackerKeys}): a caller that remembers its trackers
  * keeps this beside them, so a decision finds its keys without looking the tracker up again.
  */
-export type TrackerKeys = StringMemo<string>;
+export type TrackerKeys = StringMemo<TrackerKey>;
+
+/** One key of a tracker, and the slot a store may fill to find the key's entry again (see {@link RateLimitCall.stateSlot}). */
+interface TrackerKey extends StateSlot {
+  readonly key: string;
+}
 
 /** The outcome of every policy of one request. */
 export interface EngineDecision {
@@ -81,7 +94,7 @@ export class RateLimitEngine {
    * the module prefix plus 164 characters: long trackers are hashed) and the policies' key suffixes.
    */
   private readonly keys = new StringMemo(
-    (trackerPrefix) => new StringMemo((suffix) => trackerPrefix + suffix, undefined, OWN_KEYS),
+    (trackerPrefix) => new StringMemo<TrackerKey>((suffix) => ({ key: trackerPrefix + suffix, entry: undefined }), undefined, OWN_KEYS),
     undefined,
     OWN_KEYS,
   );
@@ -107,21 +120,25 @@ export class RateLimitEngine {
   /** Store calls for `requests`, all under one tracker (one hash tag): its key prefix, or its keys. */
   calls(tracker: string | TrackerKeys, requests: readonly PolicyRequest[]): RateLimitCall[] {
     const keys = typeof tracker === 'string' ? this.keys.get(tracker) : tracker;
-    const denyKey = keys.get(DENY_KEY_SUFFIX);
-    return requests.map(({ compiled, params, cost, token }) => ({
-      algorithm: compiled.algorithm,
-      params,
-      cost,
-      blockForMs: compiled.blockForMs,
-      escalate: compiled.escalate,
-      denyKey,
-      stateKey: keys.get(compiled.stateKeySuffix),
-      blockKey: keys.get(compiled.blockKeySuffix),
-      token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
-      fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? DEFAULT_STORE_FALLBACK,
-      refundable: compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined,
-      slice: compiled.policy.slice ?? 0,
-    }));
+    const denyKey = keys.get(DENY_KEY_SUFFIX).key;
+    return requests.map(({ compiled, params, cost, token }) => {
+      const state = keys.get(compiled.stateKeySuffix);
+      return {
+        algorithm: compiled.algorithm,
+        params,
+        cost,
+        blockForMs: compiled.blockForMs,
+        escalate: compiled.escalate,
+        denyKey,
+        stateKey: state.key,
+        stateSlot: state,
+        blockKey: keys.get(compiled.blockKeySuffix).key,
+        token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
+        fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? DEFAULT_STORE_FALLBACK,
+        refundable: compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined,
+        slice: compiled.policy.slice ?? 0,
+      };
+    });
   }
 
   async decide(tracker: string | TrackerKeys, requests: readonly PolicyRequest[], mode: DecisionMode): Promise<EngineDecision> {
@@ -149,7 +166,7 @@ export class RateLimitEngine {
 
   /** The deny-list key of the tracker whose key prefix is `trackerPrefix`. */
   denyKey(trackerPrefix: string): string {
-    return this.keys.get(trackerPrefix).get(DENY_KEY_SUFFIX);
+    return this.keys.get(trackerPrefix).get(DENY_KEY_SUFFIX).key;
   }
 
   /**

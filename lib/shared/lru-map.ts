@@ -4,6 +4,8 @@ interface Node<V> {
   value: V;
   /** Free for the owner: the memory store keeps the entry's expiry here, so one object per key holds it all. */
   expiresAt: number;
+  /** The map holding the node; undefined once deleted (see {@link LruMap.holds}). */
+  map: LruMap<V> | undefined;
   prev: Node<V> | undefined;
   next: Node<V> | undefined;
 }
@@ -40,6 +42,19 @@ export class LruMap<V> {
     return node;
   }
 
+  /** Whether `node` (from {@link getNode}) is still this map's entry: not deleted, evicted or cleared since. */
+  holds(node: LruNode<V>): boolean {
+    return (node as Node<V>).map === this;
+  }
+
+  /** Makes `node` (one {@link holds}) the most recently used. */
+  touch(node: LruNode<V>): void {
+    if (node !== this.newestNode) {
+      this.unlink(node as Node<V>);
+      this.append(node as Node<V>);
+    }
+  }
+
   /** Stores `value` as the most recently used (a key already present keeps its node: no map churn). */
   set(key: string, value: V, expiresAt = 0): LruNode<V> {
     const node = this.nodes.get(key);
@@ -52,7 +67,7 @@ export class LruMap<V> {
       }
       return node;
     }
-    const added: Node<V> = { key, value, expiresAt, prev: undefined, next: undefined };
+    const added: Node<V> = { key, value, expiresAt, map: this, prev: undefined, next: undefined };
     this.nodes.set(key, added);
     this.append(added);
     return added;
@@ -63,10 +78,12 @@ export class LruMap<V> {
     if (!node) return false;
     this.nodes.delete(key);
     this.unlink(node);
+    node.map = undefined;
     return true;
   }
 
   clear(): void {
+    for (const node of this.nodes.values()) node.map = undefined;
     this.nodes.clear();
     this.oldestNode = this.newestNode = undefined;
   }

@@ -13,6 +13,11 @@ export interface StoreTimings {
 /** Most policies decided together in one store call (routes and `consumeAll` are checked against it). */
 export const MAX_POLICIES_PER_DECISION = 8;
 
+/** See {@link RateLimitCall.stateSlot}: opaque to everyone but the store that fills it. */
+export interface StateSlot {
+  entry: unknown;
+}
+
 /** One policy's part of a decision, fully resolved: what the store needs and nothing else. */
 export interface RateLimitCall {
   algorithm: RateLimitAlgorithm;
@@ -25,6 +30,11 @@ export interface RateLimitCall {
   escalate?: LockoutEscalation;
   /** Key of the algorithm's state. */
   stateKey: string;
+  /**
+   * Where an in-process store last found `stateKey`'s entry, kept beside the tracker's keys so the next
+   * decision of the tracker finds it without a lookup; other stores leave it alone. Absent: look it up.
+   */
+  stateSlot?: StateSlot;
   /** Key of the policy's lockout. */
   blockKey: string;
   /** Lease id for `concurrency`; in a `block`, the note kept with the lockout (a deny's reason); '' otherwise. */

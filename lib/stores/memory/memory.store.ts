@@ -92,7 +92,7 @@ export class MemoryStore implements RateLimitStore {
     if (mode === 'consume' && allowed) {
       for (let i = 0; i < calls.length; i++) {
         const charge = charges[i];
-        if (charge) this.write(calls[i].stateKey, charge.next, charge.ttlMs, now);
+        if (charge) this.writeState(calls[i], charge.next, charge.ttlMs, now);
       }
     } else this.reportUncharged(calls, verdicts, now);
     return { nowMs: now, allowed, verdicts };
@@ -199,8 +199,8 @@ export class MemoryStore implements RateLimitStore {
     }
     const { algorithm, cost } = call;
     const params = paramsAt(call.params, now);
-    const v = algorithm.check(this.read(call.stateKey, now, true), params, cost, now, call.token);
-    if (v.rewrite) this.write(call.stateKey, v.rewrite.next, v.rewrite.ttlMs, now);
+    const v = algorithm.check(this.readState(call, now), params, cost, now, call.token);
+    if (v.rewrite) this.writeState(call, v.rewrite.next, v.rewrite.ttlMs, now);
     const verdict: StoreVerdict = {
       allowed: v.allowed,
       remaining: v.remaining,
@@ -245,6 +245,45 @@ export class MemoryStore implements RateLimitStore {
       return undefined;
     }
     return entry.value;
+  }
+
+  /**
+   * The entry of `call`'s state key, made the most recently used: the one its slot holds while that is still
+   * this store's, else looked up (and the slot filled), so a tracker's next decision makes no lookup.
+   */
+  private stateEntry(call: RateLimitCall): LruNode<unknown> | undefined {
+    const slot = call.stateSlot;
+    const held = slot?.entry as LruNode<unknown> | undefined;
+    if (held !== undefined && this.entries.holds(held)) {
+      this.entries.touch(held);
+      return held;
+    }
+    const entry = this.entries.getNode(call.stateKey, true);
+    if (slot !== undefined && entry !== undefined) slot.entry = entry;
+    return entry;
+  }
+
+  /** The live state of `call` (see {@link stateEntry}). */
+  private readState(call: RateLimitCall, now: number): unknown {
+    const entry = this.stateEntry(call);
+    if (!entry) return undefined;
+    if (now > entry.expiresAt) {
+      this.entries.delete(call.stateKey);
+      return undefined;
+    }
+    return entry.value;
+  }
+
+  /** Stores `call`'s state for `ttlMs` (0 or no value = delete), through its slot as {@link stateEntry}. */
+  private writeState(call: RateLimitCall, value: unknown, ttlMs: number, now: number): void {
+    const entry = value === undefined || ttlMs <= 0 ? undefined : this.stateEntry(call);
+    if (entry === undefined) {
+      this.write(call.stateKey, value, ttlMs, now);
+      if (call.stateSlot !== undefined) call.stateSlot.entry = undefined;
+      return;
+    }
+    entry.value = value;
+    entry.expiresAt = now + ttlMs;
   }
 
   /** Stores `value` for `ttlMs` (0 or no value = delete), most recently used last. */
