@@ -57,6 +57,20 @@ export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
   return calls[0].params.periods === undefined && calls[0].escalate === undefined;
 }
 
+/**
+ * Appends a lone decision's keys and arguments (algorithms/lone.lua, for a call {@link isLone} accepts): the
+ * keys {@link appendCall} writes, then plain numbers, no JSON (the script holds one algorithm, so no id): cost,
+ * limit, window ms, blockFor ms or `p` for a peek, and burst for an algorithm whose capacity it is, else the
+ * token when there is one.
+ */
+export function appendLoneCall(keys: string[], args: string[], call: RateLimitCall, mode: string): void {
+  const { algorithm, cost, params, blockForMs, token } = call;
+  keys.push(call.stateKey, call.blockKey, denyKeyOf(call));
+  args.push(String(cost), String(params.limit), String(params.windowMs), mode === 'p' ? 'p' : String(blockForMs));
+  if (algorithm.usesBurst) args.push(String(params.burst));
+  else if (token !== '') args.push(token);
+}
+
 /** A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag. */
 function denyKeyOf(call: RateLimitCall): string {
   return call.denyKey ?? `${call.blockKey}:none`;
@@ -92,6 +106,28 @@ export function parseDecision(reply: readonly number[], offset: number, policies
     verdicts.push(verdict);
   }
   return { nowMs: reply[0], allowed, verdicts };
+}
+
+/**
+ * The reply of a lone decision (algorithms/lone.lua): now, status, remaining, reset, more, then retry after and
+ * delay (a deny's reason in its place) when the script did not leave them out as 0. The same decision
+ * {@link parseDecision} reads from decide.lua's reply.
+ */
+export function parseLoneDecision(reply: ReadonlyArray<number | string>): StoreDecision {
+  const status = reply[1] as Verdict;
+  const verdict: StoreVerdict = {
+    allowed: status === Verdict.Allowed,
+    remaining: reply[2] as number,
+    resetMs: reply[3] as number,
+    retryAfterMs: (reply[5] as number | undefined) ?? 0,
+    delayMs: 0,
+    moreQuotaMs: reply[4] as number,
+    reason: status,
+  };
+  const delay = reply[6];
+  if (status !== Verdict.Denied) verdict.delayMs = (delay as number | undefined) ?? 0;
+  else if (typeof delay === 'string') verdict.note = delay;
+  return { nowMs: reply[0] as number, allowed: verdict.allowed, verdicts: [verdict] };
 }
 
 /**
