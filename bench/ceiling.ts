@@ -46,8 +46,8 @@ interface Case {
 
 /**
  * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/lone.lua,
- * encoded by appendLoneCall): the policy's state and block keys, then the tracker's deny key; cost, limit,
- * window ms, blockFor ms, and burst for the algorithms whose capacity it is.
+ * encoded by appendLoneCall): the policy's state and block keys, then the tracker's deny key; one argument of
+ * cost, limit, window ms, blockFor ms and, for the algorithms whose capacity it is, burst, joined by spaces.
  */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
   const prefix = `rl:{${tracker}}:`;

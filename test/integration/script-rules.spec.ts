@@ -312,7 +312,7 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
 
   it('the trace covers every algorithm, every mode, batches and multi-policy decisions', () => {
     const loneIds = new Map(registry.all().map((a) => [lone.get(a.name)!.sha, a.id]));
-    // decide.lua's calls carry one JSON array per decision; a lone call plain numbers (ARGV[4] 'p' for a peek).
+    // decide.lua's calls carry one JSON array per decision; a lone call its values joined by spaces ('p' for a peek).
     const general = trace.filter((c) => !loneIds.has(c.script.sha));
     const decisions = general.flatMap((c) => c.args.map((a) => JSON.parse(a) as unknown[]));
     expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set(['c', 'p', 'r', 'b', 'x']));
@@ -320,7 +320,7 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
     expect(ids).toEqual(new Set(registry.all().map((a) => a.id)));
     // Every algorithm's lone script ran, consuming and peeking.
     const loneRuns = new Set(
-      trace.filter((c) => loneIds.has(c.script.sha)).map((c) => `${loneIds.get(c.script.sha)}${c.args[3] === 'p' ? 'p' : 'c'}`),
+      trace.filter((c) => loneIds.has(c.script.sha)).map((c) => `${loneIds.get(c.script.sha)}${c.args[0].split(' ')[3] === 'p' ? 'p' : 'c'}`),
     );
     expect(loneRuns).toEqual(new Set(registry.all().flatMap((a) => [`${a.id}c`, `${a.id}p`])));
     expect(general.some((c) => c.args.length === 3)).toBe(true);

@@ -58,17 +58,16 @@ export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
 }
 
 /**
- * Appends a lone decision's keys and arguments (algorithms/lone.lua, for a call {@link isLone} accepts): the
- * keys {@link appendCall} writes, then plain numbers, no JSON (the script holds one algorithm, so no id): cost,
- * limit, window ms, blockFor ms or `p` for a peek, and burst for an algorithm whose capacity it is, else the
- * token when there is one.
+ * Appends a lone decision's keys and argument (algorithms/lone.lua, for a call {@link isLone} accepts): the
+ * keys {@link appendCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
+ * algorithm, so no id): cost, limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose
+ * capacity it is, else the token when there is one (last: it may hold spaces).
  */
 export function appendLoneCall(keys: string[], args: string[], call: RateLimitCall, mode: string): void {
-  const { algorithm, cost, params, blockForMs, token } = call;
+  const { algorithm, cost, params, token } = call;
   keys.push(call.stateKey, call.blockKey, denyKeyOf(call));
-  args.push(String(cost), String(params.limit), String(params.windowMs), mode === 'p' ? 'p' : String(blockForMs));
-  if (algorithm.usesBurst) args.push(String(params.burst));
-  else if (token !== '') args.push(token);
+  const packed = `${cost} ${params.limit} ${params.windowMs} ${mode === 'p' ? 'p' : call.blockForMs}`;
+  args.push(algorithm.usesBurst ? `${packed} ${params.burst}` : token === '' ? packed : `${packed} ${token}`);
 }
 
 /** A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag. */
