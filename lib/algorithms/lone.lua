@@ -3,9 +3,9 @@
   `batchDecisions: false` send for nearly every request. The call is decide.lua's for one decision of one
   policy, consumed or peeked, with a plain window and a plain lockout (an escalating lockout or a calendar
   window goes to decide.lua), without the loop and the error slots; its one algorithm's fragment is spliced in
-  where the marker stands, so no algorithm id is sent. Its one argument is the values joined by spaces, not
-  JSON (Redis pays the same for either, and a client more per argument), and the reply leaves out the slots
-  that are 0 in the usual decision (each integer costs the client more to read than the parse costs here).
+  where the marker stands, so no algorithm id is sent. Its one argument holds the values joined by spaces, no
+  JSON: parsing it costs Redis what cjson.decode did, and one argument costs the client less than several.
+  The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
   The TS encoder and parser are appendLoneCall and parseLoneDecision in redis-codec.ts.
 
   KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})

@@ -48,9 +48,10 @@ export function appendCall(keys: string[], args: string[], calls: readonly RateL
 }
 
 /**
- * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua, same keys and argument as
- * {@link appendCall} writes): one policy, consumed or peeked, with a plain window and a plain lockout (a
- * calendar window, which can fail the decision, and an escalating lockout go to decide.lua).
+ * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua: the keys {@link appendCall}
+ * writes, the argument {@link appendLoneCall} writes, the reply {@link parseLoneDecision} reads): one policy,
+ * consumed or peeked, with a plain window and a plain lockout (a calendar window, which can fail the decision,
+ * and an escalating lockout go to decide.lua).
  */
 export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
   if (calls.length !== 1 || (mode !== 'c' && mode !== 'p')) return false;
