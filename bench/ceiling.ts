@@ -10,7 +10,9 @@ import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithm } from '../lib/algorithms/algorithm.interface';
+import { appendLoneCall } from '../lib/stores/redis/redis-codec';
 import { composeLoneScript } from '../lib/stores/redis/redis-scripts';
+import type { RateLimitCall } from '../lib/stores/store.interface';
 import { DENY_KEY_SUFFIX } from '../lib/shared/keys';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, median, table } from './support/report';
@@ -43,22 +45,31 @@ interface Case {
 }
 
 /**
- * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/lone.lua):
- * the policy's state and block keys, then the tracker's deny key; one JSON array of the mode, then algorithm
- * id, cost, limit, window ms, burst, blockFor, token.
+ * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/lone.lua,
+ * encoded by appendLoneCall): the policy's state and block keys, then the tracker's deny key; one argument of
+ * cost, limit, window ms, blockFor ms and, for the algorithms whose capacity it is, burst, joined by spaces.
  */
 function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
   const prefix = `rl:{${tracker}}:`;
   const base = `${prefix}svc:default:`;
-  return (sha) => [
-    'EVALSHA',
-    sha,
-    '3',
-    base + algorithm.keyTag,
-    `${base}b`,
-    prefix + DENY_KEY_SUFFIX,
-    JSON.stringify(['c', algorithm.id, 1, limit, WINDOW_MS, limit, 0, '']),
-  ];
+  const keys: string[] = [];
+  const args: string[] = [];
+  appendLoneCall(
+    keys,
+    args,
+    {
+      algorithm,
+      cost: 1,
+      params: { limit, windowMs: WINDOW_MS, burst: limit },
+      blockForMs: 0,
+      token: '',
+      stateKey: base + algorithm.keyTag,
+      blockKey: `${base}b`,
+      denyKey: prefix + DENY_KEY_SUFFIX,
+    } as RateLimitCall,
+    'c',
+  );
+  return (sha) => ['EVALSHA', sha, String(keys.length), ...keys, ...args];
 }
 
 /**
@@ -71,7 +82,8 @@ async function assertDecides(client: Redis, list: readonly Case[]): Promise<void
     if (!c.sha || c.name.startsWith('rate-limiter-flexible')) continue;
     const [command, ...rest] = c.args(c.sha).map((arg) => arg.replace('__rand_int__', 'probe'));
     const reply = (await client.call(command, ...rest)) as unknown[];
-    if (!Array.isArray(reply) || typeof reply[1] !== 'number') {
+    // A lone reply: now, status, remaining, …; an error would have thrown, a wrong layout gives no status.
+    if (!Array.isArray(reply) || typeof reply[1] !== 'number' || typeof reply[2] !== 'number') {
       throw new Error(`ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update decideArgs to lone.lua's KEYS and ARGV.`);
     }
   }

@@ -48,13 +48,27 @@ export function appendCall(keys: string[], args: string[], calls: readonly RateL
 }
 
 /**
- * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua, same keys and argument as
- * {@link appendCall} writes): one policy, consumed or peeked, with a plain window and a plain lockout (a
- * calendar window, which can fail the decision, and an escalating lockout go to decide.lua).
+ * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua: the keys {@link appendCall}
+ * writes, the argument {@link appendLoneCall} writes, the reply {@link parseLoneDecision} reads): one policy,
+ * consumed or peeked, with a plain window and a plain lockout (a calendar window, which can fail the decision,
+ * and an escalating lockout go to decide.lua).
  */
 export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
   if (calls.length !== 1 || (mode !== 'c' && mode !== 'p')) return false;
   return calls[0].params.periods === undefined && calls[0].escalate === undefined;
+}
+
+/**
+ * Appends a lone decision's keys and argument (algorithms/lone.lua, for a call {@link isLone} accepts): the
+ * keys {@link appendCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
+ * algorithm, so no id): cost, limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose
+ * capacity it is, else the token when there is one (last: it may hold spaces).
+ */
+export function appendLoneCall(keys: string[], args: string[], call: RateLimitCall, mode: string): void {
+  const { algorithm, cost, params, token } = call;
+  keys.push(call.stateKey, call.blockKey, denyKeyOf(call));
+  const packed = `${cost} ${params.limit} ${params.windowMs} ${mode === 'p' ? 'p' : call.blockForMs}`;
+  args.push(algorithm.usesBurst ? `${packed} ${params.burst}` : token === '' ? packed : `${packed} ${token}`);
 }
 
 /** A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag. */
@@ -92,6 +106,28 @@ export function parseDecision(reply: readonly number[], offset: number, policies
     verdicts.push(verdict);
   }
   return { nowMs: reply[0], allowed, verdicts };
+}
+
+/**
+ * The reply of a lone decision (algorithms/lone.lua): now, status, remaining, reset, more, then retry after and
+ * delay (a deny's reason in its place) when the script did not leave them out as 0. The same decision
+ * {@link parseDecision} reads from decide.lua's reply.
+ */
+export function parseLoneDecision(reply: ReadonlyArray<number | string>): StoreDecision {
+  const status = reply[1] as Verdict;
+  const verdict: StoreVerdict = {
+    allowed: status === Verdict.Allowed,
+    remaining: reply[2] as number,
+    resetMs: reply[3] as number,
+    retryAfterMs: (reply[5] as number | undefined) ?? 0,
+    delayMs: 0,
+    moreQuotaMs: reply[4] as number,
+    reason: status,
+  };
+  const delay = reply[6];
+  if (status !== Verdict.Denied) verdict.delayMs = (delay as number | undefined) ?? 0;
+  else if (typeof delay === 'string') verdict.note = delay;
+  return { nowMs: reply[0] as number, allowed: verdict.allowed, verdicts: [verdict] };
 }
 
 /**

@@ -5,12 +5,14 @@ import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
 import {
   appendCall,
+  appendLoneCall,
   decisionKeyCount,
   explainForeignData,
   isLone,
   luaScript,
   MODE_CODE,
   parseDecision,
+  parseLoneDecision,
   REPLY_PER_CALL,
   type LuaScript,
 } from './redis-codec';
@@ -263,16 +265,17 @@ export class RedisStore implements RateLimitStore {
     this.queuedPolicies = 0;
     const keys: string[] = [];
     const args: string[] = [];
-    for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
     const first = batch[0];
     if (batch.length === 1 && isLone(first.calls, MODE_CODE[first.mode])) {
+      appendLoneCall(keys, args, first.calls[0], MODE_CODE[first.mode]);
       // The lone script fails the call on an error (a key of the wrong type) where the batch script reports it in place.
       this.transport
         .evalScript(this.direct!.lone.get(first.calls[0].algorithm.name)!, keys, args)
-        .then((reply) => this.settle(batch, reply as Reply))
+        .then((reply) => first.resolve(parseLoneDecision(reply as Reply)))
         .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
       return;
     }
+    for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
     this.transport
       .evalScript(this.direct!.all, keys, args)
       .then((reply) => this.settle(batch, reply as Reply))
@@ -311,14 +314,14 @@ export class RedisStore implements RateLimitStore {
       const calls = group.map(({ calls, mode }) => {
         const keys: string[] = [];
         const args: string[] = [];
-        appendCall(keys, args, calls, MODE_CODE[mode]);
+        append(keys, args, calls, MODE_CODE[mode]);
         return { script: this.scriptFor(calls, MODE_CODE[mode]), keys, args };
       });
       this.transport.pipeline!(calls).then(
         (replies) =>
           group.forEach((q, i) => {
             const [error, reply] = replies[i] ?? [new RateLimitStoreError('no reply in the pipeline'), undefined];
-            if (!error) this.settle([q], reply as Reply);
+            if (!error) this.settleAlone(q, reply as Reply);
             else if (nothingRan(error)) this.sendAlone(q);
             else this.explainError(q.calls, error).then(q.reject, q.reject);
           }),
@@ -334,8 +337,14 @@ export class RedisStore implements RateLimitStore {
   /** One decision as its own call. */
   private sendAlone(q: Queued): void {
     this.run(q.calls, MODE_CODE[q.mode])
-      .then((reply) => this.settle([q], reply as Reply))
+      .then((reply) => this.settleAlone(q, reply as Reply))
       .catch(q.reject);
+  }
+
+  /** Hands a decision sent as its own call its reply: the lone script's, or decide.lua's. */
+  private settleAlone(q: Queued, reply: Reply): void {
+    if (isLone(q.calls, MODE_CODE[q.mode])) q.resolve(parseLoneDecision(reply));
+    else this.settle([q], reply);
   }
 
   /** The script these calls run when sent on their own (the one {@link run} picks). */
@@ -373,7 +382,7 @@ export class RedisStore implements RateLimitStore {
     }
     const keys: string[] = [];
     const args: string[] = [];
-    appendCall(keys, args, calls, mode);
+    append(keys, args, calls, mode);
     try {
       return await command(keys, args);
     } catch (error) {
@@ -397,6 +406,12 @@ const OUTAGE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|BUSY|READONLY|OO
 /** Errors after which Redis ran nothing: the script was missing, or the key's slot is served elsewhere or not now. */
 function nothingRan(error: Error): boolean {
   return /^(NOSCRIPT|MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(error.message);
+}
+
+/** Appends a call sent on its own, in its script's layout: the lone script's ({@link isLone}) or decide.lua's. */
+function append(keys: string[], args: string[], calls: readonly RateLimitCall[], mode: string): void {
+  if (isLone(calls, mode)) appendLoneCall(keys, args, calls[0], mode);
+  else appendCall(keys, args, calls, mode);
 }
 
 /**
