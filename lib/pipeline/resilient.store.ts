@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { MemoryStore } from '../stores/memory/memory.store';
 import { describeCause } from '../stores/store-description';
-import { StoreDeadlines, type StoreTimings } from './store-deadlines';
+import { StoreDeadlines, type DeadlineWatcher, type StoreTimings } from './store-deadlines';
 import { isOutageOf, penalizeIn, pingStore } from '../stores/store-health';
 import { StoreLayer } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
@@ -39,6 +39,24 @@ export interface ResilientStoreOptions {
 /** The circuit of a store without shards, or of keys of no known shard. */
 const WHOLE = '';
 
+/** A call under a deadline: the promise its caller holds, and what answers it when the store does not. */
+interface Guarded {
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+  /**
+   * Answers in the store's place once the call failed (a decision's fallback, nothing for a refund), the
+   * failure counting against the circuit of `shard`; without it, the caller gets the error and no circuit hears.
+   */
+  recover: ((calls: readonly RateLimitCall[], mode: DecisionMode) => unknown) | undefined;
+  calls: readonly RateLimitCall[];
+  mode: DecisionMode;
+  key: string | undefined;
+  shard: string | undefined;
+}
+
+/** A refund or release that failed answers nothing: it only errs on the strict side. */
+const answerNothing = (): undefined => undefined;
+
 /**
  * Keeps a slow or failing store (`inner`, the one it wraps) from taking requests down with it. Every decision has a deadline, counted in
  * the store's own time (a stall of this process is not the store's: see {@link StoreDeadlines}). A failure is
@@ -57,11 +75,18 @@ export class ResilientStore extends StoreLayer {
   private readonly insurance: MemoryStore;
   /** Calls a fallback answered: they took nothing from the inner store, so their refunds never go there. */
   private readonly answeredLocally = new WeakSet<RateLimitCall>();
-  private readonly deadlines: StoreDeadlines;
-  /** Per shard ({@link WHOLE} without shards): until when decisions skip it. One entry per shard that ever failed. */
+  private readonly deadlines: StoreDeadlines<Guarded>;
+  /**
+   * Per shard ({@link WHOLE} without shards): until when decisions skip it. Only circuits open now, or until
+   * checked again: empty, as it is while the store answers, no decision reads the clock for it.
+   */
   private readonly openUntil = new Map<string, number>();
   /** Per shard: when the latest call it answered was sent, which tells a slow call from a store that is down. */
   private readonly answeredSentAt = new Map<string, number>();
+  /** The same for {@link WHOLE} (every call, without shards): a field, not a Map entry written per answer. */
+  private wholeAnsweredSentAt = -Infinity;
+  /** A decision's fallback, for {@link Guarded.recover}: one function for every call. */
+  private readonly fallbackAnswer = (calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision => this.fallback(calls, mode);
   /** Per cause of a decision's own failure: when it was last logged (a handful of causes; cleared past 64). */
   private readonly causeLogged = new Map<string, number>();
   private lastLog = -Infinity;
@@ -83,7 +108,7 @@ export class ResilientStore extends StoreLayer {
     this.clock = options.clock ?? (() => performance.now());
     this.wallClock = options.wallClock ?? Date.now;
     this.insurance = new MemoryStore({ clock: this.wallClock });
-    this.deadlines = new StoreDeadlines(options.timeoutMs, this.clock);
+    this.deadlines = new StoreDeadlines(options.timeoutMs, this.watcher(), this.clock);
   }
 
   override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
@@ -91,7 +116,7 @@ export class ResilientStore extends StoreLayer {
     const key = calls[0]?.stateKey;
     const shard = this.shardOf(key);
     if (this.isOpen(shard)) return Promise.resolve(this.fallback(calls, mode));
-    return this.withDeadline(this.inner.decide(calls, mode), () => this.fallback(calls, mode), key, shard);
+    return this.guard(this.inner.decide(calls, mode), this.fallbackAnswer, calls, mode, key, shard);
   }
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
@@ -114,21 +139,21 @@ export class ResilientStore extends StoreLayer {
 
   /** Always the inner store's: a penalty is never decided by a fallback (it rejects when the store fails). */
   override penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
-    return this.withDeadline(penalizeIn(this.inner, calls));
+    return this.guard(penalizeIn(this.inner, calls));
   }
 
   override async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
-    await this.withDeadline(this.inner.block(calls, ms));
+    await this.guard(this.inner.block(calls, ms));
   }
 
   override async delete(keys: readonly string[]): Promise<void> {
     await this.insurance.delete(keys);
-    await this.withDeadline(this.inner.delete(keys));
+    await this.guard(this.inner.delete(keys));
   }
 
   /** The inner store's `PING` within `timeoutMs`; a failed ping is not a decision failure (no fallback window, no `onError`). */
   override ping(): Promise<void> {
-    return this.withDeadline(pingStore(this.inner));
+    return this.guard(pingStore(this.inner));
   }
 
   /** How long the store took to answer lately, and this process's own stalls meanwhile. */
@@ -170,33 +195,49 @@ export class ResilientStore extends StoreLayer {
   /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
   private bestEffort(calls: readonly RateLimitCall[]): Promise<void> {
     const key = calls[0]?.stateKey;
-    return this.withDeadline(this.inner.refund(calls), () => undefined, key, this.shardOf(key));
+    return this.guard(this.inner.refund(calls), answerNothing, calls, 'consume', key, this.shardOf(key));
   }
 
   /**
    * `work`'s result when it settles within the deadline. Otherwise, with `recover` (a decision, a refund), the
    * failure counts against the circuit of `shard` (the one serving `key`) and `recover` answers; without it (an
    * operator call, a ping), the promise rejects with the error, or the deadline's, and no circuit hears of it.
+   * Every decision passes here: one context object and one promise, no closure of its own.
    */
-  private withDeadline<T>(work: Promise<T>, recover?: () => T, key?: string, shard?: string): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.deadlines.run(
-        work,
-        (value, sentAt) => {
-          this.answered(sentAt, shard);
-          resolve(value);
-        },
-        (error, sentAt) => {
-          if (!recover) return reject(error);
-          this.failed(error, sentAt, shard, key);
-          try {
-            resolve(recover());
-          } catch (failure) {
-            reject(failure);
-          }
-        },
-      );
+  private guard<T>(
+    work: Promise<T>,
+    recover?: (calls: readonly RateLimitCall[], mode: DecisionMode) => T,
+    calls: readonly RateLimitCall[] = [],
+    mode: DecisionMode = 'consume',
+    key?: string,
+    shard?: string,
+  ): Promise<T> {
+    const call: Guarded = { resolve: settleLater, reject: settleLater, recover, calls, mode, key, shard };
+    const promise = new Promise<T>((resolve, reject) => {
+      call.resolve = resolve as (value: unknown) => void;
+      call.reject = reject;
     });
+    this.deadlines.run(work, call);
+    return promise;
+  }
+
+  /** How calls under a deadline end: answered (the store is up), or failed (recovered, or the error passed on). */
+  private watcher(): DeadlineWatcher<Guarded> {
+    return {
+      answered: (call, value, sentAt) => {
+        this.answered(sentAt, call.shard);
+        call.resolve(value);
+      },
+      failed: (call, error, sentAt) => {
+        if (!call.recover) return call.reject(error);
+        this.failed(error, sentAt, call.shard, call.key);
+        try {
+          call.resolve(call.recover(call.calls, call.mode));
+        } catch (failure) {
+          call.reject(failure);
+        }
+      },
+    };
   }
 
   /** The shard holding `key` (`shardOf`); undefined without `shardOf`, or for a key of no known shard. */
@@ -206,8 +247,18 @@ export class ResilientStore extends StoreLayer {
 
   /** Whether decisions for the shard (undefined: the whole store) skip the store for now. */
   private isOpen(shard: string | undefined): boolean {
-    const until = this.openUntil.get(shard ?? WHOLE);
-    return until !== undefined && this.clock() < until;
+    if (this.openUntil.size === 0) return false;
+    const circuit = shard ?? WHOLE;
+    const until = this.openUntil.get(circuit);
+    if (until === undefined) return false;
+    if (this.clock() < until) return true;
+    this.openUntil.delete(circuit); // closed again: the next decisions need not read the clock for it
+    return false;
+  }
+
+  /** When the latest call the shard answered was sent (−Infinity: none yet). */
+  private lastAnswered(shard: string | undefined): number {
+    return shard === undefined ? this.wholeAnsweredSentAt : (this.answeredSentAt.get(shard) ?? -Infinity);
   }
 
   /**
@@ -218,7 +269,7 @@ export class ResilientStore extends StoreLayer {
     const err = error instanceof Error ? error : new Error(String(error));
     this.options.onError?.(err);
     const outage = isOutageOf(this.inner, error);
-    const answering = (this.answeredSentAt.get(shard ?? WHOLE) ?? -Infinity) > sentAt;
+    const answering = this.lastAnswered(shard) > sentAt;
     if (!outage || answering) {
       this.failedAlone(err, outage);
       return;
@@ -279,8 +330,9 @@ export class ResilientStore extends StoreLayer {
    * failed key (after a failover, another node), not the healthy ones that answered all along.
    */
   private answered(sentAt: number, shard: string | undefined): void {
-    const circuit = shard ?? WHOLE;
-    if ((this.answeredSentAt.get(circuit) ?? -Infinity) < sentAt) this.answeredSentAt.set(circuit, sentAt);
+    if (shard === undefined) {
+      if (this.wholeAnsweredSentAt < sentAt) this.wholeAnsweredSentAt = sentAt;
+    } else if ((this.answeredSentAt.get(shard) ?? -Infinity) < sentAt) this.answeredSentAt.set(shard, sentAt);
     const since = this.downSince;
     // A call sent before the outage began says nothing about the store now.
     if (since === undefined || sentAt < since) return;
@@ -324,3 +376,6 @@ export class ResilientStore extends StoreLayer {
     return { ...call, params: { ...call.params, limit: share(call.params.limit), burst: share(call.params.burst) } };
   }
 }
+
+/** Placeholder of a {@link Guarded} call's settlers until its promise's executor (run at once) sets them. */
+function settleLater(): void {}

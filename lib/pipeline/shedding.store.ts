@@ -49,8 +49,7 @@ export class SheddingStore extends StoreLayer {
   }
 
   override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
-    const key = sheddable(calls) ? keyOf(calls) : undefined;
-    const hit = key === undefined ? undefined : this.lookup(key, calls);
+    const hit = this.shedAnswer(calls);
     if (hit) return Promise.resolve(hit);
     // A lease's window is counted from before the call (see LocalLeases): only calls that take leases need the time.
     const askedAt = mode === 'consume' && takesLeases(calls) ? this.clock() : undefined;
@@ -62,7 +61,7 @@ export class SheddingStore extends StoreLayer {
     return decision.then((d) => {
       this.forget(calls);
       if (!d.allowed) {
-        if (key !== undefined) this.remember(key, calls, d);
+        if (sheddable(calls)) this.remember(keyOf(calls), calls, d);
       } else if (askedAt !== undefined) this.leases.took(calls, d, askedAt);
       return d;
     });
@@ -73,7 +72,7 @@ export class SheddingStore extends StoreLayer {
    * abusive client costs neither Redis nor the event loop much.
    */
   override decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
-    const hit = sheddable(calls) ? this.lookup(keyOf(calls), calls) : undefined;
+    const hit = this.shedAnswer(calls);
     if (hit) return hit;
     const decision = this.inner.decideSync?.(calls, mode);
     // An in-process store may have admitted: forget as decide does (after a fallback's answer, which took
@@ -115,6 +114,11 @@ export class SheddingStore extends StoreLayer {
     this.forgetAll();
     this.leases.clear();
     return this.inner.close();
+  }
+
+  /** The remembered rejection that answers `calls`, if any (nothing to look up, nor a key to make, while none is remembered). */
+  private shedAnswer(calls: readonly RateLimitCall[]): StoreDecision | undefined {
+    return this.shed.size > 0 && sheddable(calls) ? this.lookup(keyOf(calls), calls) : undefined;
   }
 
   private lookup(key: string, calls: readonly RateLimitCall[]): StoreDecision | undefined {
@@ -229,7 +233,8 @@ function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCal
 
 /** Not calls whose units can come back by a refund at any time (`countOnly`); leases are checked when remembered. */
 function sheddable(calls: readonly RateLimitCall[]): boolean {
-  return calls.every((c) => c.refundable !== true);
+  for (const call of calls) if (call.refundable === true) return false;
+  return true;
 }
 
 function takesLeases(calls: readonly RateLimitCall[]): boolean {

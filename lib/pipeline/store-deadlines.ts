@@ -3,14 +3,24 @@ import type { StoreTimings } from '../stores/store.interface';
 
 export type { StoreTimings };
 
-/** A call in flight: its deadline in store time, and how it ends. */
-interface Pending {
+/**
+ * Who hears how the calls in flight end, one for all of them (a closure per call would be allocated on every
+ * decision): exactly one of its methods is called per call, once, with the call's own context and the
+ * monotonic time it was sent.
+ */
+export interface DeadlineWatcher<C> {
+  answered(call: C, value: unknown, sentAt: number): void;
+  failed(call: C, error: unknown, sentAt: number): void;
+}
+
+/** A call in flight: its deadline in store time, and its context for the watcher. */
+interface Pending<C> {
   /** Monotonic ms when it was sent. */
   readonly sentAt: number;
   /** Store time (see {@link StoreDeadlines.storeNow}) past which it has missed its deadline. */
   readonly deadline: number;
   settled: boolean;
-  readonly fail: (error: RateLimitStoreError) => void;
+  readonly call: C;
 }
 
 /** Recent samples kept for {@link StoreTimings} (a ring: bounded memory, percentiles only when asked). */
@@ -26,8 +36,8 @@ const SAMPLES = 1_024;
  *
  * One timer for every call, running only while calls are in flight; nothing per call but its entry.
  */
-export class StoreDeadlines {
-  private readonly pending: Pending[] = [];
+export class StoreDeadlines<C> {
+  private readonly pending: Pending<C>[] = [];
   private head = 0;
   private ticker: NodeJS.Timeout | undefined;
   private lastTick = 0;
@@ -40,6 +50,7 @@ export class StoreDeadlines {
 
   constructor(
     readonly timeoutMs: number,
+    private readonly watcher: DeadlineWatcher<C>,
     private readonly clock: () => number = () => performance.now(),
   ) {
     this.every = Math.max(1, Math.min(10, Math.floor(timeoutMs / 4)));
@@ -51,32 +62,28 @@ export class StoreDeadlines {
   }
 
   /**
-   * Settles `work` through `onValue` / `onError` (each given the monotonic time the call was sent), or
-   * `onError` with a RateLimitStoreError once `timeoutMs` of store time passed without an answer. Exactly one
-   * of them is called, once.
+   * Reports how `work` settles to the watcher (`answered` or `failed`, given `call`), or `failed` with a
+   * RateLimitStoreError once `timeoutMs` of store time passed without an answer. Every decision passes here:
+   * its cost is one entry and the two callbacks of `then`.
    */
-  run<T>(work: Promise<T>, onValue: (value: T, sentAt: number) => void, onError: (error: unknown, sentAt: number) => void): void {
+  run(work: Promise<unknown>, call: C): void {
     const sentAt = this.clock();
     const startedStoreTime = sentAt - this.stalledMs;
-    const entry: Pending = {
-      sentAt,
-      deadline: startedStoreTime + this.timeoutMs,
-      settled: false,
-      fail: (error) => onError(error, sentAt),
-    };
+    const entry: Pending<C> = { sentAt, deadline: startedStoreTime + this.timeoutMs, settled: false, call };
+    const { watcher } = this;
     this.pending.push(entry);
-    this.startTicker();
+    if (this.ticker === undefined) this.startTicker();
     work.then(
       (value) => {
         if (entry.settled) return;
         entry.settled = true;
         this.latencies.add(this.storeNow() - startedStoreTime);
-        onValue(value, sentAt);
+        watcher.answered(call, value, sentAt);
       },
       (error: unknown) => {
         if (entry.settled) return;
         entry.settled = true;
-        onError(error, sentAt);
+        watcher.failed(call, error, sentAt);
       },
     );
   }
@@ -97,12 +104,11 @@ export class StoreDeadlines {
     for (const entry of entries) {
       if (entry.settled) continue;
       entry.settled = true;
-      entry.fail(new RateLimitStoreError('The rate-limit store was closed.'));
+      this.watcher.failed(entry.call, new RateLimitStoreError('The rate-limit store was closed.'), entry.sentAt);
     }
   }
 
   private startTicker(): void {
-    if (this.ticker) return;
     this.lastTick = this.clock();
     this.ticker = setInterval(() => this.tick(), this.every);
     this.ticker.unref();
@@ -140,7 +146,11 @@ export class StoreDeadlines {
       const entry = this.pending[this.head++];
       if (entry.settled) continue;
       entry.settled = true;
-      entry.fail(new RateLimitStoreError(`The rate-limit store did not answer within storeTimeoutMs (${this.timeoutMs} ms).`));
+      this.watcher.failed(
+        entry.call,
+        new RateLimitStoreError(`The rate-limit store did not answer within storeTimeoutMs (${this.timeoutMs} ms).`),
+        entry.sentAt,
+      );
     }
     this.compact();
     if (this.pending.length === 0) this.stopTicker();
