@@ -19,8 +19,11 @@ interface Pending<C> {
   readonly sentAt: number;
   /** Store time (see {@link StoreDeadlines.storeNow}) past which it has missed its deadline. */
   readonly deadline: number;
-  settled: boolean;
-  readonly call: C;
+  /**
+   * The call's context until it settles, then undefined: an entry stays queued until the next tick, and must
+   * not keep its caller's promise and calls alive that long (they would outlive young-generation collections).
+   */
+  call: C | undefined;
 }
 
 /** Recent samples kept for {@link StoreTimings} (a ring: bounded memory, percentiles only when asked). */
@@ -62,28 +65,29 @@ export class StoreDeadlines<C> {
   }
 
   /**
-   * Reports how `work` settles to the watcher (`answered` or `failed`, given `call`), or `failed` with a
+   * Reports how `work` settles to the watcher (`answered` or `failed`, given `context`), or `failed` with a
    * RateLimitStoreError once `timeoutMs` of store time passed without an answer. Every decision passes here:
    * its cost is one entry and the two callbacks of `then`.
    */
-  run(work: Promise<unknown>, call: C): void {
+  run(work: Promise<unknown>, context: C): void {
     const sentAt = this.clock();
     const startedStoreTime = sentAt - this.stalledMs;
-    const entry: Pending<C> = { sentAt, deadline: startedStoreTime + this.timeoutMs, settled: false, call };
-    const { watcher } = this;
+    const entry: Pending<C> = { sentAt, deadline: startedStoreTime + this.timeoutMs, call: context };
     this.pending.push(entry);
     if (this.ticker === undefined) this.startTicker();
     work.then(
       (value) => {
-        if (entry.settled) return;
-        entry.settled = true;
+        const call = entry.call;
+        if (call === undefined) return;
+        entry.call = undefined;
         this.latencies.add(this.storeNow() - startedStoreTime);
-        watcher.answered(call, value, sentAt);
+        this.watcher.answered(call, value, sentAt);
       },
       (error: unknown) => {
-        if (entry.settled) return;
-        entry.settled = true;
-        watcher.failed(call, error, sentAt);
+        const call = entry.call;
+        if (call === undefined) return;
+        entry.call = undefined;
+        this.watcher.failed(call, error, sentAt);
       },
     );
   }
@@ -102,9 +106,10 @@ export class StoreDeadlines<C> {
     const entries = this.pending.splice(0);
     this.head = 0;
     for (const entry of entries) {
-      if (entry.settled) continue;
-      entry.settled = true;
-      this.watcher.failed(entry.call, new RateLimitStoreError('The rate-limit store was closed.'), entry.sentAt);
+      const call = entry.call;
+      if (call === undefined) continue;
+      entry.call = undefined;
+      this.watcher.failed(call, new RateLimitStoreError('The rate-limit store was closed.'), entry.sentAt);
     }
   }
 
@@ -142,12 +147,13 @@ export class StoreDeadlines<C> {
   /** Fails the calls whose deadline was at or before `cutoff` and that the last poll phase did not settle. */
   private expire(cutoff: number): void {
     this.expiring = false;
-    while (this.head < this.pending.length && (this.pending[this.head].settled || this.pending[this.head].deadline <= cutoff)) {
+    while (this.head < this.pending.length && (this.pending[this.head].call === undefined || this.pending[this.head].deadline <= cutoff)) {
       const entry = this.pending[this.head++];
-      if (entry.settled) continue;
-      entry.settled = true;
+      const call = entry.call;
+      if (call === undefined) continue;
+      entry.call = undefined;
       this.watcher.failed(
-        entry.call,
+        call,
         new RateLimitStoreError(`The rate-limit store did not answer within storeTimeoutMs (${this.timeoutMs} ms).`),
         entry.sentAt,
       );
@@ -157,7 +163,7 @@ export class StoreDeadlines<C> {
   }
 
   private dropSettled(): void {
-    while (this.head < this.pending.length && this.pending[this.head].settled) this.head++;
+    while (this.head < this.pending.length && this.pending[this.head].call === undefined) this.head++;
     this.compact();
   }
 
