@@ -81,8 +81,11 @@ export class ResilientStore extends StoreLayer {
    * checked again: empty, as it is while the store answers, no decision reads the clock for it.
    */
   private readonly openUntil = new Map<string, number>();
-  /** Per shard: when the latest call it answered was sent, which tells a slow call from a store that is down. */
-  private readonly answeredSentAt = new Map<string, number>();
+  /**
+   * Per shard: when the latest call it answered was sent, which tells a slow call from a store that is down
+   * (a record, so that an answer costs one lookup).
+   */
+  private readonly answeredSentAt = new Map<string, { sentAt: number }>();
   /** The same for {@link WHOLE} (every call, without shards): a field, not a Map entry written per answer. */
   private wholeAnsweredSentAt = -Infinity;
   /** A decision's fallback, for {@link Guarded.recover}: one function for every call. */
@@ -121,6 +124,8 @@ export class ResilientStore extends StoreLayer {
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
   override decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
+    // No circuit open, as while the store answers: not even the shard to find.
+    if (this.openUntil.size === 0) return undefined;
     return this.isOpen(this.shardOf(calls[0]?.stateKey)) ? this.fallback(calls, mode) : undefined;
   }
 
@@ -258,7 +263,7 @@ export class ResilientStore extends StoreLayer {
 
   /** When the latest call the shard answered was sent (−Infinity: none yet). */
   private lastAnswered(shard: string | undefined): number {
-    return shard === undefined ? this.wholeAnsweredSentAt : (this.answeredSentAt.get(shard) ?? -Infinity);
+    return shard === undefined ? this.wholeAnsweredSentAt : (this.answeredSentAt.get(shard)?.sentAt ?? -Infinity);
   }
 
   /**
@@ -332,7 +337,11 @@ export class ResilientStore extends StoreLayer {
   private answered(sentAt: number, shard: string | undefined): void {
     if (shard === undefined) {
       if (this.wholeAnsweredSentAt < sentAt) this.wholeAnsweredSentAt = sentAt;
-    } else if ((this.answeredSentAt.get(shard) ?? -Infinity) < sentAt) this.answeredSentAt.set(shard, sentAt);
+    } else {
+      const last = this.answeredSentAt.get(shard);
+      if (last === undefined) this.answeredSentAt.set(shard, { sentAt });
+      else if (last.sentAt < sentAt) last.sentAt = sentAt;
+    }
     const since = this.downSince;
     // A call sent before the outage began says nothing about the store now.
     if (since === undefined || sentAt < since) return;
