@@ -4,7 +4,7 @@ import { MemoryStore } from '../stores/memory/memory.store';
 import { describeCause } from '../stores/store-description';
 import { StoreDeadlines, type DeadlineWatcher, type StoreTimings } from './store-deadlines';
 import { isOutageOf, penalizeIn, pingStore } from '../stores/store-health';
-import { StoreLayer } from './store-layer';
+import { seeing, StoreLayer, type AnswerWatcher } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 
@@ -52,6 +52,8 @@ interface Guarded {
   mode: DecisionMode;
   key: string | undefined;
   shard: string | undefined;
+  /** A layer above that sees the answer before the promise settles with it (see {@link StoreLayer.decideSeen}). */
+  seen: AnswerWatcher | undefined;
 }
 
 /** A refund or release that failed answers nothing: it only errs on the strict side. */
@@ -115,11 +117,24 @@ export class ResilientStore extends StoreLayer {
   }
 
   override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    return this.decideWatched(calls, mode, undefined);
+  }
+
+  /** The watcher hears the answer where this layer settles the decision's promise. */
+  override decideSeen(calls: readonly RateLimitCall[], mode: DecisionMode, watcher: AnswerWatcher): Promise<StoreDecision> {
+    return this.decideWatched(calls, mode, watcher);
+  }
+
+  private decideWatched(calls: readonly RateLimitCall[], mode: DecisionMode, seen: AnswerWatcher | undefined): Promise<StoreDecision> {
     // All keys of one decision share a hash tag, so its first key's shard is the decision's.
     const key = calls[0]?.stateKey;
     const shard = this.shardOf(key);
-    if (this.isOpen(shard)) return Promise.resolve(this.fallback(calls, mode));
-    return this.guard(this.inner.decide(calls, mode), this.fallbackAnswer, calls, mode, key, shard);
+    if (this.isOpen(shard)) {
+      const answer = Promise.resolve(this.fallback(calls, mode));
+      return seen ? seeing(answer, calls, seen) : answer;
+    }
+    const call: Guarded = { resolve: settleLater, reject: settleLater, recover: this.fallbackAnswer, calls, mode, key, shard, seen };
+    return this.guard(this.inner.decide(calls, mode), call);
   }
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
@@ -144,21 +159,21 @@ export class ResilientStore extends StoreLayer {
 
   /** Always the inner store's: a penalty is never decided by a fallback (it rejects when the store fails). */
   override penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
-    return this.guard(penalizeIn(this.inner, calls));
+    return this.guard(penalizeIn(this.inner, calls), unrecovered());
   }
 
   override async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
-    await this.guard(this.inner.block(calls, ms));
+    await this.guard(this.inner.block(calls, ms), unrecovered());
   }
 
   override async delete(keys: readonly string[]): Promise<void> {
     await this.insurance.delete(keys);
-    await this.guard(this.inner.delete(keys));
+    await this.guard(this.inner.delete(keys), unrecovered());
   }
 
   /** The inner store's `PING` within `timeoutMs`; a failed ping is not a decision failure (no fallback window, no `onError`). */
   override ping(): Promise<void> {
-    return this.guard(pingStore(this.inner));
+    return this.guard(pingStore(this.inner), unrecovered());
   }
 
   /** How long the store took to answer lately, and this process's own stalls meanwhile. */
@@ -200,24 +215,26 @@ export class ResilientStore extends StoreLayer {
   /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
   private bestEffort(calls: readonly RateLimitCall[]): Promise<void> {
     const key = calls[0]?.stateKey;
-    return this.guard(this.inner.refund(calls), answerNothing, calls, 'consume', key, this.shardOf(key));
+    const call: Guarded = {
+      resolve: settleLater,
+      reject: settleLater,
+      recover: answerNothing,
+      calls,
+      mode: 'consume',
+      key,
+      shard: this.shardOf(key),
+      seen: undefined,
+    };
+    return this.guard(this.inner.refund(calls), call);
   }
 
   /**
-   * `work`'s result when it settles within the deadline. Otherwise, with `recover` (a decision, a refund), the
-   * failure counts against the circuit of `shard` (the one serving `key`) and `recover` answers; without it (an
-   * operator call, a ping), the promise rejects with the error, or the deadline's, and no circuit hears of it.
-   * Every decision passes here: one context object and one promise, no closure of its own.
+   * `work`'s result when it settles within the deadline. Otherwise, with `call.recover` (a decision, a refund),
+   * the failure counts against the circuit of `call.shard` (the one serving `call.key`) and `recover` answers;
+   * without it (an operator call, a ping), the promise rejects with the error, or the deadline's, and no circuit
+   * hears of it. Every decision passes here: one context object and one promise, no closure of its own.
    */
-  private guard<T>(
-    work: Promise<T>,
-    recover?: (calls: readonly RateLimitCall[], mode: DecisionMode) => T,
-    calls: readonly RateLimitCall[] = [],
-    mode: DecisionMode = 'consume',
-    key?: string,
-    shard?: string,
-  ): Promise<T> {
-    const call: Guarded = { resolve: settleLater, reject: settleLater, recover, calls, mode, key, shard };
+  private guard<T>(work: Promise<T>, call: Guarded): Promise<T> {
     const promise = new Promise<T>((resolve, reject) => {
       call.resolve = resolve as (value: unknown) => void;
       call.reject = reject;
@@ -231,16 +248,18 @@ export class ResilientStore extends StoreLayer {
     return {
       answered: (call, value, sentAt) => {
         this.answered(sentAt, call.shard);
-        call.resolve(value);
+        settle(call, value);
       },
       failed: (call, error, sentAt) => {
         if (!call.recover) return call.reject(error);
         this.failed(error, sentAt, call.shard, call.key);
+        let answer: unknown;
         try {
-          call.resolve(call.recover(call.calls, call.mode));
+          answer = call.recover(call.calls, call.mode);
         } catch (failure) {
-          call.reject(failure);
+          return call.reject(failure);
         }
+        settle(call, answer);
       },
     };
   }
@@ -388,3 +407,20 @@ export class ResilientStore extends StoreLayer {
 
 /** Placeholder of a {@link Guarded} call's settlers until its promise's executor (run at once) sets them. */
 function settleLater(): void {}
+
+/** The context of a call no fallback answers (an operator call, a ping): its caller gets the failure. */
+function unrecovered(): Guarded {
+  return { resolve: settleLater, reject: settleLater, recover: undefined, calls: [], mode: 'consume', key: undefined, shard: undefined, seen: undefined };
+}
+
+/** Resolves `call` with its answer, told first to the layer above that watches it (which failing rejects it, as in a `then`). */
+function settle(call: Guarded, answer: unknown): void {
+  if (call.seen) {
+    try {
+      call.seen.seen(call.calls, answer as StoreDecision);
+    } catch (failure) {
+      return call.reject(failure);
+    }
+  }
+  call.resolve(answer);
+}
