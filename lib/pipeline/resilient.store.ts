@@ -79,8 +79,8 @@ export class ResilientStore extends StoreLayer {
   private readonly answeredLocally = new WeakSet<RateLimitCall>();
   private readonly deadlines: StoreDeadlines<Guarded>;
   /**
-   * Per shard ({@link WHOLE} without shards): until when decisions skip it. Only circuits open now, or until
-   * checked again: empty, as it is while the store answers, no decision reads the clock for it.
+   * Per shard ({@link WHOLE} without shards): until when decisions skip it. A circuit found closed again is
+   * dropped, so while the store answers the map is empty and decisions read neither it nor the clock.
    */
   private readonly openUntil = new Map<string, number>();
   /**
@@ -133,8 +133,7 @@ export class ResilientStore extends StoreLayer {
       const answer = Promise.resolve(this.fallback(calls, mode));
       return seen ? seeing(answer, calls, seen) : answer;
     }
-    const call: Guarded = { resolve: settleLater, reject: settleLater, recover: this.fallbackAnswer, calls, mode, key, shard, seen };
-    return this.guard(this.inner.decide(calls, mode), call);
+    return this.guard(this.inner.decide(calls, mode), guarded(this.fallbackAnswer, calls, mode, key, shard, seen));
   }
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
@@ -215,17 +214,7 @@ export class ResilientStore extends StoreLayer {
   /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
   private bestEffort(calls: readonly RateLimitCall[]): Promise<void> {
     const key = calls[0]?.stateKey;
-    const call: Guarded = {
-      resolve: settleLater,
-      reject: settleLater,
-      recover: answerNothing,
-      calls,
-      mode: 'consume',
-      key,
-      shard: this.shardOf(key),
-      seen: undefined,
-    };
-    return this.guard(this.inner.refund(calls), call);
+    return this.guard(this.inner.refund(calls), guarded(answerNothing, calls, 'consume', key, this.shardOf(key), undefined));
   }
 
   /**
@@ -405,12 +394,24 @@ export class ResilientStore extends StoreLayer {
   }
 }
 
+/** The context of a call under a deadline; its settlers are set with its promise (see ResilientStore.guard). */
+function guarded(
+  recover: Guarded['recover'],
+  calls: readonly RateLimitCall[],
+  mode: DecisionMode,
+  key: string | undefined,
+  shard: string | undefined,
+  seen: AnswerWatcher | undefined,
+): Guarded {
+  return { resolve: settleLater, reject: settleLater, recover, calls, mode, key, shard, seen };
+}
+
 /** Placeholder of a {@link Guarded} call's settlers until its promise's executor (run at once) sets them. */
 function settleLater(): void {}
 
 /** The context of a call no fallback answers (an operator call, a ping): its caller gets the failure. */
 function unrecovered(): Guarded {
-  return { resolve: settleLater, reject: settleLater, recover: undefined, calls: [], mode: 'consume', key: undefined, shard: undefined, seen: undefined };
+  return guarded(undefined, [], 'consume', undefined, undefined, undefined);
 }
 
 /** Resolves `call` with its answer, told first to the layer above that watches it (which failing rejects it, as in a `then`). */
