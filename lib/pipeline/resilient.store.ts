@@ -2,9 +2,9 @@ import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import { MemoryStore } from '../stores/memory/memory.store';
 import { describeCause } from '../stores/store-description';
-import { StoreDeadlines, type StoreTimings } from './store-deadlines';
+import { StoreDeadlines, type DeadlineWatcher, type StoreTimings } from './store-deadlines';
 import { isOutageOf, penalizeIn, pingStore } from '../stores/store-health';
-import { StoreLayer } from './store-layer';
+import { seeing, StoreLayer, type AnswerWatcher } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 
@@ -39,6 +39,26 @@ export interface ResilientStoreOptions {
 /** The circuit of a store without shards, or of keys of no known shard. */
 const WHOLE = '';
 
+/** A call under a deadline: the promise its caller holds, and what answers it when the store does not. */
+interface Guarded {
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+  /**
+   * Answers in the store's place once the call failed (a decision's fallback, nothing for a refund), the
+   * failure counting against the circuit of `shard`; without it, the caller gets the error and no circuit hears.
+   */
+  recover: ((calls: readonly RateLimitCall[], mode: DecisionMode) => unknown) | undefined;
+  calls: readonly RateLimitCall[];
+  mode: DecisionMode;
+  key: string | undefined;
+  shard: string | undefined;
+  /** A layer above that sees the answer before the promise settles with it (see {@link StoreLayer.decideSeen}). */
+  seen: AnswerWatcher | undefined;
+}
+
+/** A refund or release that failed answers nothing: it only errs on the strict side. */
+const answerNothing = (): undefined => undefined;
+
 /**
  * Keeps a slow or failing store (`inner`, the one it wraps) from taking requests down with it. Every decision has a deadline, counted in
  * the store's own time (a stall of this process is not the store's: see {@link StoreDeadlines}). A failure is
@@ -57,11 +77,21 @@ export class ResilientStore extends StoreLayer {
   private readonly insurance: MemoryStore;
   /** Calls a fallback answered: they took nothing from the inner store, so their refunds never go there. */
   private readonly answeredLocally = new WeakSet<RateLimitCall>();
-  private readonly deadlines: StoreDeadlines;
-  /** Per shard ({@link WHOLE} without shards): until when decisions skip it. One entry per shard that ever failed. */
+  private readonly deadlines: StoreDeadlines<Guarded>;
+  /**
+   * Per shard ({@link WHOLE} without shards): until when decisions skip it. A circuit found closed again is
+   * dropped, so while the store answers the map is empty and decisions read neither it nor the clock.
+   */
   private readonly openUntil = new Map<string, number>();
-  /** Per shard: when the latest call it answered was sent, which tells a slow call from a store that is down. */
-  private readonly answeredSentAt = new Map<string, number>();
+  /**
+   * Per shard: when the latest call it answered was sent, which tells a slow call from a store that is down
+   * (a record, so that an answer costs one lookup).
+   */
+  private readonly answeredSentAt = new Map<string, { sentAt: number }>();
+  /** The same for {@link WHOLE} (every call, without shards): a field, not a Map entry written per answer. */
+  private wholeAnsweredSentAt = -Infinity;
+  /** A decision's fallback, for {@link Guarded.recover}: one function for every call. */
+  private readonly fallbackAnswer = (calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision => this.fallback(calls, mode);
   /** Per cause of a decision's own failure: when it was last logged (a handful of causes; cleared past 64). */
   private readonly causeLogged = new Map<string, number>();
   private lastLog = -Infinity;
@@ -83,19 +113,33 @@ export class ResilientStore extends StoreLayer {
     this.clock = options.clock ?? (() => performance.now());
     this.wallClock = options.wallClock ?? Date.now;
     this.insurance = new MemoryStore({ clock: this.wallClock });
-    this.deadlines = new StoreDeadlines(options.timeoutMs, this.clock);
+    this.deadlines = new StoreDeadlines(options.timeoutMs, this.watcher(), this.clock);
   }
 
   override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
+    return this.decideWatched(calls, mode, undefined);
+  }
+
+  /** The watcher hears the answer where this layer settles the decision's promise. */
+  override decideSeen(calls: readonly RateLimitCall[], mode: DecisionMode, watcher: AnswerWatcher): Promise<StoreDecision> {
+    return this.decideWatched(calls, mode, watcher);
+  }
+
+  private decideWatched(calls: readonly RateLimitCall[], mode: DecisionMode, seen: AnswerWatcher | undefined): Promise<StoreDecision> {
     // All keys of one decision share a hash tag, so its first key's shard is the decision's.
     const key = calls[0]?.stateKey;
     const shard = this.shardOf(key);
-    if (this.isOpen(shard)) return Promise.resolve(this.fallback(calls, mode));
-    return this.withDeadline(this.inner.decide(calls, mode), () => this.fallback(calls, mode), key, shard);
+    if (this.isOpen(shard)) {
+      const answer = Promise.resolve(this.fallback(calls, mode));
+      return seen ? seeing(answer, calls, seen) : answer;
+    }
+    return this.guard(this.inner.decide(calls, mode), guarded(this.fallbackAnswer, calls, mode, key, shard, seen));
   }
 
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
   override decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
+    // No circuit open, as while the store answers: not even the shard to find.
+    if (this.openUntil.size === 0) return undefined;
     return this.isOpen(this.shardOf(calls[0]?.stateKey)) ? this.fallback(calls, mode) : undefined;
   }
 
@@ -114,21 +158,21 @@ export class ResilientStore extends StoreLayer {
 
   /** Always the inner store's: a penalty is never decided by a fallback (it rejects when the store fails). */
   override penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
-    return this.withDeadline(penalizeIn(this.inner, calls));
+    return this.guard(penalizeIn(this.inner, calls), unrecovered());
   }
 
   override async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
-    await this.withDeadline(this.inner.block(calls, ms));
+    await this.guard(this.inner.block(calls, ms), unrecovered());
   }
 
   override async delete(keys: readonly string[]): Promise<void> {
     await this.insurance.delete(keys);
-    await this.withDeadline(this.inner.delete(keys));
+    await this.guard(this.inner.delete(keys), unrecovered());
   }
 
   /** The inner store's `PING` within `timeoutMs`; a failed ping is not a decision failure (no fallback window, no `onError`). */
   override ping(): Promise<void> {
-    return this.withDeadline(pingStore(this.inner));
+    return this.guard(pingStore(this.inner), unrecovered());
   }
 
   /** How long the store took to answer lately, and this process's own stalls meanwhile. */
@@ -170,33 +214,43 @@ export class ResilientStore extends StoreLayer {
   /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
   private bestEffort(calls: readonly RateLimitCall[]): Promise<void> {
     const key = calls[0]?.stateKey;
-    return this.withDeadline(this.inner.refund(calls), () => undefined, key, this.shardOf(key));
+    return this.guard(this.inner.refund(calls), guarded(answerNothing, calls, 'consume', key, this.shardOf(key), undefined));
   }
 
   /**
-   * `work`'s result when it settles within the deadline. Otherwise, with `recover` (a decision, a refund), the
-   * failure counts against the circuit of `shard` (the one serving `key`) and `recover` answers; without it (an
-   * operator call, a ping), the promise rejects with the error, or the deadline's, and no circuit hears of it.
+   * `work`'s result when it settles within the deadline. Otherwise, with `call.recover` (a decision, a refund),
+   * the failure counts against the circuit of `call.shard` (the one serving `call.key`) and `recover` answers;
+   * without it (an operator call, a ping), the promise rejects with the error, or the deadline's, and no circuit
+   * hears of it. Every decision passes here: one context object and one promise, no closure of its own.
    */
-  private withDeadline<T>(work: Promise<T>, recover?: () => T, key?: string, shard?: string): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.deadlines.run(
-        work,
-        (value, sentAt) => {
-          this.answered(sentAt, shard);
-          resolve(value);
-        },
-        (error, sentAt) => {
-          if (!recover) return reject(error);
-          this.failed(error, sentAt, shard, key);
-          try {
-            resolve(recover());
-          } catch (failure) {
-            reject(failure);
-          }
-        },
-      );
+  private guard<T>(work: Promise<T>, call: Guarded): Promise<T> {
+    const promise = new Promise<T>((resolve, reject) => {
+      call.resolve = resolve as (value: unknown) => void;
+      call.reject = reject;
     });
+    this.deadlines.run(work, call);
+    return promise;
+  }
+
+  /** How calls under a deadline end: answered (the store is up), or failed (recovered, or the error passed on). */
+  private watcher(): DeadlineWatcher<Guarded> {
+    return {
+      answered: (call, value, sentAt) => {
+        this.answered(sentAt, call.shard);
+        settle(call, value);
+      },
+      failed: (call, error, sentAt) => {
+        if (!call.recover) return call.reject(error);
+        this.failed(error, sentAt, call.shard, call.key);
+        let answer: unknown;
+        try {
+          answer = call.recover(call.calls, call.mode);
+        } catch (failure) {
+          return call.reject(failure);
+        }
+        settle(call, answer);
+      },
+    };
   }
 
   /** The shard holding `key` (`shardOf`); undefined without `shardOf`, or for a key of no known shard. */
@@ -206,8 +260,18 @@ export class ResilientStore extends StoreLayer {
 
   /** Whether decisions for the shard (undefined: the whole store) skip the store for now. */
   private isOpen(shard: string | undefined): boolean {
-    const until = this.openUntil.get(shard ?? WHOLE);
-    return until !== undefined && this.clock() < until;
+    if (this.openUntil.size === 0) return false;
+    const circuit = shard ?? WHOLE;
+    const until = this.openUntil.get(circuit);
+    if (until === undefined) return false;
+    if (this.clock() < until) return true;
+    this.openUntil.delete(circuit); // closed again: the next decisions need not read the clock for it
+    return false;
+  }
+
+  /** When the latest call the shard answered was sent (−Infinity: none yet). */
+  private lastAnswered(shard: string | undefined): number {
+    return shard === undefined ? this.wholeAnsweredSentAt : (this.answeredSentAt.get(shard)?.sentAt ?? -Infinity);
   }
 
   /**
@@ -218,7 +282,7 @@ export class ResilientStore extends StoreLayer {
     const err = error instanceof Error ? error : new Error(String(error));
     this.options.onError?.(err);
     const outage = isOutageOf(this.inner, error);
-    const answering = (this.answeredSentAt.get(shard ?? WHOLE) ?? -Infinity) > sentAt;
+    const answering = this.lastAnswered(shard) > sentAt;
     if (!outage || answering) {
       this.failedAlone(err, outage);
       return;
@@ -279,8 +343,13 @@ export class ResilientStore extends StoreLayer {
    * failed key (after a failover, another node), not the healthy ones that answered all along.
    */
   private answered(sentAt: number, shard: string | undefined): void {
-    const circuit = shard ?? WHOLE;
-    if ((this.answeredSentAt.get(circuit) ?? -Infinity) < sentAt) this.answeredSentAt.set(circuit, sentAt);
+    if (shard === undefined) {
+      if (this.wholeAnsweredSentAt < sentAt) this.wholeAnsweredSentAt = sentAt;
+    } else {
+      const last = this.answeredSentAt.get(shard);
+      if (last === undefined) this.answeredSentAt.set(shard, { sentAt });
+      else if (last.sentAt < sentAt) last.sentAt = sentAt;
+    }
     const since = this.downSince;
     // A call sent before the outage began says nothing about the store now.
     if (since === undefined || sentAt < since) return;
@@ -323,4 +392,36 @@ export class ResilientStore extends StoreLayer {
     const share = (n: number) => Math.max(1, Math.floor(n * this.options.insuranceShare));
     return { ...call, params: { ...call.params, limit: share(call.params.limit), burst: share(call.params.burst) } };
   }
+}
+
+/** The context of a call under a deadline; its settlers are set with its promise (see ResilientStore.guard). */
+function guarded(
+  recover: Guarded['recover'],
+  calls: readonly RateLimitCall[],
+  mode: DecisionMode,
+  key: string | undefined,
+  shard: string | undefined,
+  seen: AnswerWatcher | undefined,
+): Guarded {
+  return { resolve: settleLater, reject: settleLater, recover, calls, mode, key, shard, seen };
+}
+
+/** Placeholder of a {@link Guarded} call's settlers until its promise's executor (run at once) sets them. */
+function settleLater(): void {}
+
+/** The context of a call no fallback answers (an operator call, a ping): its caller gets the failure. */
+function unrecovered(): Guarded {
+  return guarded(undefined, [], 'consume', undefined, undefined, undefined);
+}
+
+/** Resolves `call` with its answer, told first to the layer above that watches it (which failing rejects it, as in a `then`). */
+function settle(call: Guarded, answer: unknown): void {
+  if (call.seen) {
+    try {
+      call.seen.seen(call.calls, answer as StoreDecision);
+    } catch (failure) {
+      return call.reject(failure);
+    }
+  }
+  call.resolve(answer);
 }

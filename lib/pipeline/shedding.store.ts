@@ -1,6 +1,6 @@
 import { LocalLeases } from '../stores/memory/local-leases';
 import { LruMap } from '../shared/lru-map';
-import { StoreLayer } from './store-layer';
+import { decideSeen, StoreLayer, type AnswerWatcher } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 
@@ -33,6 +33,13 @@ export class SheddingStore extends StoreLayer {
   /** Remembered rejections by the state keys they involve, so a consume, refund or lockout finds the ones it voids at once. */
   private readonly byStateKey = new Map<string, Set<string>>();
   private readonly leases: LocalLeases;
+  /** What a consume's answer does here (see {@link decide}), told by the layer that settles it: no promise of ours. */
+  private readonly answers: AnswerWatcher = {
+    seen: (calls, decision) => {
+      this.forget(calls);
+      if (!decision.allowed && sheddable(calls)) this.remember(keyOf(calls), calls, decision);
+    },
+  };
 
   /**
    * @param clock local time in ms; only its differences are read. The default is monotonic and finer than
@@ -49,21 +56,18 @@ export class SheddingStore extends StoreLayer {
   }
 
   override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
-    const key = sheddable(calls) ? keyOf(calls) : undefined;
-    const hit = key === undefined ? undefined : this.lookup(key, calls);
+    const hit = this.shedAnswer(calls);
     if (hit) return Promise.resolve(hit);
-    // A lease's window is counted from before the call (see LocalLeases): only calls that take leases need the time.
-    const askedAt = mode === 'consume' && takesLeases(calls) ? this.clock() : undefined;
-    const decision = this.inner.decide(calls, mode);
-    if (mode !== 'consume') return decision;
+    if (mode !== 'consume') return this.inner.decide(calls, mode);
     // Every consume, sheddable or not: a countOnly call can share its state key with a remembered rejection.
     // Answers come back in the order the store decided (one connection per node), so a rejection remembered
     // before this answer was decided before this consume, and is stale now if this one changed the key.
-    return decision.then((d) => {
-      this.forget(calls);
-      if (!d.allowed) {
-        if (key !== undefined) this.remember(key, calls, d);
-      } else if (askedAt !== undefined) this.leases.took(calls, d, askedAt);
+    if (!takesLeases(calls)) return decideSeen(this.inner, calls, mode, this.answers);
+    // A lease's window is counted from before the call (see LocalLeases).
+    const askedAt = this.clock();
+    return this.inner.decide(calls, mode).then((d) => {
+      this.answers.seen(calls, d);
+      if (d.allowed) this.leases.took(calls, d, askedAt);
       return d;
     });
   }
@@ -73,7 +77,7 @@ export class SheddingStore extends StoreLayer {
    * abusive client costs neither Redis nor the event loop much.
    */
   override decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
-    const hit = sheddable(calls) ? this.lookup(keyOf(calls), calls) : undefined;
+    const hit = this.shedAnswer(calls);
     if (hit) return hit;
     const decision = this.inner.decideSync?.(calls, mode);
     // An in-process store may have admitted: forget as decide does (after a fallback's answer, which took
@@ -115,6 +119,11 @@ export class SheddingStore extends StoreLayer {
     this.forgetAll();
     this.leases.clear();
     return this.inner.close();
+  }
+
+  /** The remembered rejection that answers `calls`, if any (nothing to look up, nor a key to make, while none is remembered). */
+  private shedAnswer(calls: readonly RateLimitCall[]): StoreDecision | undefined {
+    return this.shed.size > 0 && sheddable(calls) ? this.lookup(keyOf(calls), calls) : undefined;
   }
 
   private lookup(key: string, calls: readonly RateLimitCall[]): StoreDecision | undefined {
@@ -229,7 +238,8 @@ function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCal
 
 /** Not calls whose units can come back by a refund at any time (`countOnly`); leases are checked when remembered. */
 function sheddable(calls: readonly RateLimitCall[]): boolean {
-  return calls.every((c) => c.refundable !== true);
+  for (const call of calls) if (call.refundable === true) return false;
+  return true;
 }
 
 function takesLeases(calls: readonly RateLimitCall[]): boolean {

@@ -1,5 +1,5 @@
 import { LruMap } from '../shared/lru-map';
-import { StoreLayer } from './store-layer';
+import { decideSeen, StoreLayer, type AnswerWatcher } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 
@@ -84,6 +84,11 @@ export class SlicingStore extends StoreLayer {
   override decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     // Not an async function for calls without slices: every decision passes here, and one adds a promise.
     return mode === 'consume' && anySliced(calls) ? this.decideSliced(calls) : this.inner.decide(calls, mode);
+  }
+
+  /** Calls without slices reach the inner store as they are: so does the watcher. */
+  override decideSeen(calls: readonly RateLimitCall[], mode: DecisionMode, watcher: AnswerWatcher): Promise<StoreDecision> {
+    return mode === 'consume' && anySliced(calls) ? super.decideSeen(calls, mode, watcher) : decideSeen(this.inner, calls, mode, watcher);
   }
 
   private async decideSliced(calls: readonly RateLimitCall[]): Promise<StoreDecision> {

@@ -3,14 +3,27 @@ import type { StoreTimings } from '../stores/store.interface';
 
 export type { StoreTimings };
 
-/** A call in flight: its deadline in store time, and how it ends. */
-interface Pending {
+/**
+ * Who hears how the calls in flight end, one for all of them (a closure per call would be allocated on every
+ * decision): exactly one of its methods is called per call, once, with the call's own context and the
+ * monotonic time it was sent.
+ */
+export interface DeadlineWatcher<C> {
+  answered(call: C, value: unknown, sentAt: number): void;
+  failed(call: C, error: unknown, sentAt: number): void;
+}
+
+/** A call in flight: its deadline in store time, and its context for the watcher. */
+interface Pending<C> {
   /** Monotonic ms when it was sent. */
   readonly sentAt: number;
   /** Store time (see {@link StoreDeadlines.storeNow}) past which it has missed its deadline. */
   readonly deadline: number;
-  settled: boolean;
-  readonly fail: (error: RateLimitStoreError) => void;
+  /**
+   * The call's context until it settles, then undefined: an entry stays queued until the next tick, and must
+   * not keep its caller's promise and calls alive that long (they would outlive young-generation collections).
+   */
+  call: C | undefined;
 }
 
 /** Recent samples kept for {@link StoreTimings} (a ring: bounded memory, percentiles only when asked). */
@@ -26,8 +39,8 @@ const SAMPLES = 1_024;
  *
  * One timer for every call, running only while calls are in flight; nothing per call but its entry.
  */
-export class StoreDeadlines {
-  private readonly pending: Pending[] = [];
+export class StoreDeadlines<C> {
+  private readonly pending: Pending<C>[] = [];
   private head = 0;
   private ticker: NodeJS.Timeout | undefined;
   private lastTick = 0;
@@ -40,6 +53,7 @@ export class StoreDeadlines {
 
   constructor(
     readonly timeoutMs: number,
+    private readonly watcher: DeadlineWatcher<C>,
     private readonly clock: () => number = () => performance.now(),
   ) {
     this.every = Math.max(1, Math.min(10, Math.floor(timeoutMs / 4)));
@@ -51,32 +65,29 @@ export class StoreDeadlines {
   }
 
   /**
-   * Settles `work` through `onValue` / `onError` (each given the monotonic time the call was sent), or
-   * `onError` with a RateLimitStoreError once `timeoutMs` of store time passed without an answer. Exactly one
-   * of them is called, once.
+   * Reports how `work` settles to the watcher (`answered` or `failed`, given `context`), or `failed` with a
+   * RateLimitStoreError once `timeoutMs` of store time passed without an answer. Every decision passes here:
+   * its cost is one entry and the two callbacks of `then`.
    */
-  run<T>(work: Promise<T>, onValue: (value: T, sentAt: number) => void, onError: (error: unknown, sentAt: number) => void): void {
+  run(work: Promise<unknown>, context: C): void {
     const sentAt = this.clock();
     const startedStoreTime = sentAt - this.stalledMs;
-    const entry: Pending = {
-      sentAt,
-      deadline: startedStoreTime + this.timeoutMs,
-      settled: false,
-      fail: (error) => onError(error, sentAt),
-    };
+    const entry: Pending<C> = { sentAt, deadline: startedStoreTime + this.timeoutMs, call: context };
     this.pending.push(entry);
-    this.startTicker();
+    if (this.ticker === undefined) this.startTicker();
     work.then(
       (value) => {
-        if (entry.settled) return;
-        entry.settled = true;
+        const call = entry.call;
+        if (call === undefined) return;
+        entry.call = undefined;
         this.latencies.add(this.storeNow() - startedStoreTime);
-        onValue(value, sentAt);
+        this.watcher.answered(call, value, sentAt);
       },
       (error: unknown) => {
-        if (entry.settled) return;
-        entry.settled = true;
-        onError(error, sentAt);
+        const call = entry.call;
+        if (call === undefined) return;
+        entry.call = undefined;
+        this.watcher.failed(call, error, sentAt);
       },
     );
   }
@@ -95,14 +106,14 @@ export class StoreDeadlines {
     const entries = this.pending.splice(0);
     this.head = 0;
     for (const entry of entries) {
-      if (entry.settled) continue;
-      entry.settled = true;
-      entry.fail(new RateLimitStoreError('The rate-limit store was closed.'));
+      const call = entry.call;
+      if (call === undefined) continue;
+      entry.call = undefined;
+      this.watcher.failed(call, new RateLimitStoreError('The rate-limit store was closed.'), entry.sentAt);
     }
   }
 
   private startTicker(): void {
-    if (this.ticker) return;
     this.lastTick = this.clock();
     this.ticker = setInterval(() => this.tick(), this.every);
     this.ticker.unref();
@@ -136,18 +147,23 @@ export class StoreDeadlines {
   /** Fails the calls whose deadline was at or before `cutoff` and that the last poll phase did not settle. */
   private expire(cutoff: number): void {
     this.expiring = false;
-    while (this.head < this.pending.length && (this.pending[this.head].settled || this.pending[this.head].deadline <= cutoff)) {
+    while (this.head < this.pending.length && (this.pending[this.head].call === undefined || this.pending[this.head].deadline <= cutoff)) {
       const entry = this.pending[this.head++];
-      if (entry.settled) continue;
-      entry.settled = true;
-      entry.fail(new RateLimitStoreError(`The rate-limit store did not answer within storeTimeoutMs (${this.timeoutMs} ms).`));
+      const call = entry.call;
+      if (call === undefined) continue;
+      entry.call = undefined;
+      this.watcher.failed(
+        call,
+        new RateLimitStoreError(`The rate-limit store did not answer within storeTimeoutMs (${this.timeoutMs} ms).`),
+        entry.sentAt,
+      );
     }
     this.compact();
     if (this.pending.length === 0) this.stopTicker();
   }
 
   private dropSettled(): void {
-    while (this.head < this.pending.length && this.pending[this.head].settled) this.head++;
+    while (this.head < this.pending.length && this.pending[this.head].call === undefined) this.head++;
     this.compact();
   }
 

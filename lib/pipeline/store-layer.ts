@@ -12,6 +12,12 @@ import type {
   StoreTimings,
 } from '../stores/store.interface';
 
+/** What a layer learns of the answers to its decisions without a promise of its own (see {@link StoreLayer.decideSeen}). */
+export interface AnswerWatcher {
+  /** The answer to `calls` (the store's, or a fallback's), before the decision's promise settles with it. */
+  seen(calls: readonly RateLimitCall[], decision: StoreDecision): void;
+}
+
 /**
  * A layer of the decision pipeline: a store in front of another, `inner`, to which it passes every call it does
  * not change. A layer overrides only what it changes (see create-store.ts for the order they are stacked in),
@@ -26,6 +32,16 @@ export abstract class StoreLayer implements RateLimitStore {
 
   decide(calls: readonly RateLimitCall[], mode: DecisionMode): Promise<StoreDecision> {
     return this.inner.decide(calls, mode);
+  }
+
+  /**
+   * {@link decide}, with `watcher` told the answer before the promise settles with it: a layer that only needs
+   * to see answers asks this of its inner store instead of chaining a promise of its own on every decision. A
+   * layer that passes the calls down unchanged hands the watcher down too, so that the layer that settles the
+   * decision's promise (the resilient one) tells it, with no promise in between; any other chains one here.
+   */
+  decideSeen(calls: readonly RateLimitCall[], mode: DecisionMode, watcher: AnswerWatcher): Promise<StoreDecision> {
+    return seeing(this.decide(calls, mode), calls, watcher);
   }
 
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
@@ -80,4 +96,22 @@ export abstract class StoreLayer implements RateLimitStore {
 
 function noOverrides(): RateLimitConfigError {
   return new RateLimitConfigError('setOverride: this rate-limit store keeps no runtime overrides (the memory and Redis stores do).');
+}
+
+/** `store.decide`, `watcher` told the answer: with no promise of its own when the store is a layer. */
+export function decideSeen(
+  store: RateLimitStore,
+  calls: readonly RateLimitCall[],
+  mode: DecisionMode,
+  watcher: AnswerWatcher,
+): Promise<StoreDecision> {
+  return store instanceof StoreLayer ? store.decideSeen(calls, mode, watcher) : seeing(store.decide(calls, mode), calls, watcher);
+}
+
+/** `decision`, `watcher` told its answer in a `then` of its own. */
+export function seeing(decision: Promise<StoreDecision>, calls: readonly RateLimitCall[], watcher: AnswerWatcher): Promise<StoreDecision> {
+  return decision.then((answer) => {
+    watcher.seen(calls, answer);
+    return answer;
+  });
 }
