@@ -98,13 +98,22 @@ async function race(
     children.push(child);
     lines.push(createInterface({ input: child.stdout! })[Symbol.asyncIterator]());
   }
-  for (const line of lines) await line.next(); // ready
+  for (const line of lines) await nextJson(line); // ready
   const before = await redisCpu(admin);
   for (const child of children) child.stdin!.write('go\n');
-  const results = await Promise.all(lines.map(async (line) => JSON.parse((await line.next()).value as string) as WorkerResult));
+  const results = await Promise.all(lines.map(async (line) => (await nextJson(line)) as WorkerResult));
   const redisCpuSeconds = (await redisCpu(admin)) - before;
   await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(0) : c.once('exit', resolve)))));
   return { results, redisCpu: redisCpuSeconds };
+}
+
+/** A worker's next JSON line; the log lines the module writes to stdout (its startup line) are skipped. */
+async function nextJson(line: AsyncIterator<string>): Promise<unknown> {
+  for (;;) {
+    const { value, done } = await line.next();
+    if (done) throw new Error('hot-key: a worker ended without a result (its stderr is above)');
+    if (value.startsWith('{')) return JSON.parse(value) as unknown;
+  }
 }
 
 async function redisCpu(admin: Redis): Promise<number> {
