@@ -5,6 +5,8 @@
  *
  *   npm run bench:memory
  */
+import { serviceTracker } from '../lib/http/tracker';
+import { trackerKeyPrefix } from '../lib/shared/keys';
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
@@ -69,7 +71,8 @@ async function redisPart(port: number): Promise<void> {
     ...ALGORITHMS.map((algorithm) => ({
       name: algorithm,
       hit: (t: string) => service.consume(policyOf(algorithm), t),
-      pattern: 'rl:{probe}:*',
+      // The keys of service key 'probe' as the library writes them (a tracker in the `by:` namespace, encoded).
+      pattern: `${trackerKeyPrefix('rl', serviceTracker('probe', 64))}*`,
     })),
     { name: 'rate-limiter-flexible RateLimiterRedis', hit: (t: string) => rlf.consume(t).catch((r: unknown) => r), pattern: 'rlflx:probe' },
     {
