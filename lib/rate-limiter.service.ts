@@ -268,11 +268,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    */
   private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
     try {
-      const result = this.calls.engine.decideNowOrLater(
-        this.calls.trackerKeys(key),
-        [this.calls.request(policy, options.cost, key)],
-        mode,
-      );
+      const result = this.calls.engine.decideNowOrLater(this.calls.trackerKeys(key), [this.calls.request(policy, options.cost, key)], mode);
       return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));
     } catch (error) {
       return Promise.reject(error as Error);

@@ -37,7 +37,12 @@ describe('the lone call encoding', () => {
   it.each([
     ['a consume', call(fixed, 't', 2, { blockForMs: 500 }), 'c', '2 3 60000 500'],
     ['a peek (no lockout to start)', call(fixed, 't', 1, { blockForMs: 500 }), 'p', '1 3 60000 p'],
-    ['burst, for an algorithm whose capacity it is', call(gcra, 't', 1, { params: { limit: 3, windowMs: 1000, burst: 7 } } as never), 'c', '1 3 1000 0 7'],
+    [
+      'burst, for an algorithm whose capacity it is',
+      call(gcra, 't', 1, { params: { limit: 3, windowMs: 1000, burst: 7 } } as never),
+      'c',
+      '1 3 1000 0 7',
+    ],
     ['a token, last and as it is', call(concurrency, 't', -2, { token: 'lease a b' }), 'c', '-2 3 60000 0 lease a b'],
     ['no token', call(concurrency, 't', 1), 'p', '1 3 60000 p'],
   ])('%s', (_, c, mode, arg) => {

@@ -320,7 +320,9 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
     expect(ids).toEqual(new Set(registry.all().map((a) => a.id)));
     // Every algorithm's lone script ran, consuming and peeking.
     const loneRuns = new Set(
-      trace.filter((c) => loneIds.has(c.script.sha)).map((c) => `${loneIds.get(c.script.sha)}${c.args[0].split(' ')[3] === 'p' ? 'p' : 'c'}`),
+      trace
+        .filter((c) => loneIds.has(c.script.sha))
+        .map((c) => `${loneIds.get(c.script.sha)}${c.args[0].split(' ')[3] === 'p' ? 'p' : 'c'}`),
     );
     expect(loneRuns).toEqual(new Set(registry.all().flatMap((a) => [`${a.id}c`, `${a.id}p`])));
     expect(general.some((c) => c.args.length === 3)).toBe(true);
