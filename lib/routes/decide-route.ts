@@ -2,7 +2,7 @@ import type { ExecutionContext } from '@nestjs/common';
 import { resolveTracker, userTracker, type IpTrackers, type TrackerSource } from '../http/tracker';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import { charged, decidedAt } from '../pipeline/charges';
-import type { EngineDecision, PolicyRequest, RateLimitEngine } from '../pipeline/rate-limit.engine';
+import type { EngineDecision, PolicyRequest, RateLimitEngine, TrackerKeys } from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
 import { noOverridesMatched, type TrackerOverrides } from '../pipeline/override-sync';
 import { trackerKeyPrefix } from '../shared/keys';
@@ -18,7 +18,7 @@ export interface RouteDecisionInput {
   /** Who is calling, as the call's kind of context sees it. */
   caller: TrackerSource;
   engine: RateLimitEngine;
-  /** Each tracker's key prefix (`<prefix>:{<tracker>}:`) and overrides matched, remembered for recent trackers. */
+  /** Each tracker's keys and the overrides it matched, remembered for recent trackers (see {@link routeTrackers}). */
   trackers: StringMemo<RouteTracker>;
   /** `ip:` trackers of recent client addresses. */
   ips: IpTrackers;
@@ -28,14 +28,20 @@ export interface RouteDecisionInput {
   userFallbacks: UserFallbackWarnings;
 }
 
-/** A tracker as the guard remembers it: its key prefix, and the runtime overrides it matched. */
+/** A tracker as the guard remembers it: its keys (under `<prefix>:{<tracker>}:`), and the runtime overrides it matched. */
 export interface RouteTracker extends TrackerOverrides {
-  readonly prefix: string;
+  readonly keys: TrackerKeys;
 }
 
-/** The guard's memo of recent trackers under the module's `prefix` (as `trackerKeyPrefixes`, with the overrides matched). */
-export function routeTrackers(prefix = 'rl'): StringMemo<RouteTracker> {
-  return new StringMemo((tracker): RouteTracker => ({ prefix: trackerKeyPrefix(prefix, tracker), ...noOverridesMatched() }));
+/**
+ * The guard's memo of recent trackers under the module's `prefix`: each holds the engine's keys of the tracker,
+ * so a decision does not find the tracker again in the engine (as the service's keys do).
+ */
+export function routeTrackers(engine: RateLimitEngine, prefix = 'rl'): StringMemo<RouteTracker> {
+  return new StringMemo((tracker): RouteTracker => ({
+    keys: engine.trackerKeys(trackerKeyPrefix(prefix, tracker)),
+    ...noOverridesMatched(),
+  }));
 }
 
 /** The decision of every policy of a route; arrays are aligned with `plan.policies`. */
@@ -90,7 +96,7 @@ function decideStatic(
   const known = input.trackers.get(tracker);
   // No runtime override anywhere (the usual case): one property read, nothing allocated.
   const { requests, policyHeader } = engine.overrides.active ? overriddenFixed(group, fixed, tracker, known, input) : fixed;
-  const result = engine.decideNowOrLater(known.prefix, requests, 'consume');
+  const result = engine.decideNowOrLater(known.keys, requests, 'consume');
   if (result instanceof Promise) return result.then((r) => staticOutcome(r, policyHeader, tracker));
   return staticOutcome(result, policyHeader, tracker);
 }
@@ -177,7 +183,7 @@ async function decideGroup(group: TrackerGroup, input: RouteDecisionInput): Prom
         return policy.request(context, deadlines, engine.store, overrides.matchFor(known, policy.compiled.name, tracker));
       }),
     );
-    return { group, tracker, requests, result: await engine.decide(known.prefix, requests, 'consume') };
+    return { group, tracker, requests, result: await engine.decide(known.keys, requests, 'consume') };
   }
   const [tracker, resolved] = await Promise.all([
     trackerOf(),
@@ -185,7 +191,7 @@ async function decideGroup(group: TrackerGroup, input: RouteDecisionInput): Prom
   ]);
   const known = trackers.get(tracker);
   const requests = group.fixed !== undefined && overrides.active ? overrides.apply(resolved, tracker, known) : resolved;
-  return { group, tracker, requests, result: await engine.decide(known.prefix, requests, 'consume') };
+  return { group, tracker, requests, result: await engine.decide(known.keys, requests, 'consume') };
 }
 
 /**

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { StringMemo } from './string-memo';
 
 /** Trackers made only of these characters, and not too long, are used in keys as they are. */
 const SAFE_TRACKER = /^[A-Za-z0-9._@-]{1,128}$/;
@@ -44,13 +43,4 @@ export const DENY_KEY_SUFFIX = 'deny';
 /** The part of every key of one tracker up to and including its hash tag: `<prefix>:{<tracker>}:`. */
 export function trackerKeyPrefix(prefix: string, tracker: string): string {
   return `${prefix}:{${encodeTracker(tracker)}}:`;
-}
-
-/**
- * {@link trackerKeyPrefix} under the module's `prefix` (default `rl`), remembered for recent trackers: a
- * client's prefix is encoded once, not on every request. Trackers longer than a {@link StringMemo} keeps
- * (256 characters) are encoded on every request instead, so no client can make it hold large strings.
- */
-export function trackerKeyPrefixes(prefix = 'rl'): StringMemo<string> {
-  return new StringMemo((tracker) => trackerKeyPrefix(prefix, tracker));
 }

@@ -25,7 +25,7 @@ import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
 import { compilePolicy } from '../../lib/policy/compile-policy';
-import { trackerKeyPrefixes } from '../../lib/shared/keys';
+import { routeTrackers } from '../../lib/routes/decide-route';
 import { bootApp, initApp, MATRIX, type AdapterName } from '../e2e/harness';
 import { memoryHarness } from '../support/memory-harness';
 import { libraryClient, startRedis, type RedisProcess } from '../support/redis-server';
@@ -119,14 +119,14 @@ describe('hostile trackers: in-process memory stays bounded whatever the tracker
     expect(r.sliced).toBeLessThan(r.plain + ALLOWANCE);
   }, 120_000);
 
-  it('the guard path (IpTrackers, the tracker key prefix memo, the engine) with hostile client addresses', async () => {
+  it('the guard path (IpTrackers, the tracker memo of the guard, the engine) with hostile client addresses', async () => {
     const compiled = compilePolicy(POLICY, new RateLimitAlgorithmRegistry(), 'test', 'route');
     const requests = [{ compiled, params: compiled.staticParams!, cost: 1 }];
-    const r = await retainedByKind('IpTrackers + trackerKeyPrefixes + engine, memory store', TRACKERS, () => {
+    const r = await retainedByKind('IpTrackers + routeTrackers + engine, memory store', TRACKERS, () => {
       const ips = new IpTrackers(64);
-      const prefixes = trackerKeyPrefixes('rl');
       const engine = new RateLimitEngine(memoryHarness().store);
-      return (address) => engine.decideNowOrLater(prefixes.get(ips.of(address)), requests, 'consume');
+      const trackers = routeTrackers(engine, 'rl');
+      return (address) => engine.decideNowOrLater(trackers.get(ips.of(address)).keys, requests, 'consume');
     });
     expect(r.long).toBeLessThan(r.plain + ALLOWANCE);
     expect(r.sliced).toBeLessThan(r.plain + ALLOWANCE);

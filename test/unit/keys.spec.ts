@@ -2,7 +2,10 @@
  * Tracker → key encoding: no client can pick a tracker that lands on another client's key, break the key
  * layout (`:`), or move the key to another cluster slot (`{`, `}`).
  */
-import { encodeTracker, trackerKeyPrefix, trackerKeyPrefixes } from '../../lib/shared/keys';
+import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
+import { routeTrackers } from '../../lib/routes/decide-route';
+import { encodeTracker, trackerKeyPrefix } from '../../lib/shared/keys';
+import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { StringMemo } from '../../lib/shared/string-memo';
 
 /** The cluster hash tag of a key: the part between the first `{` and the next `}` (when non-empty). */
@@ -170,11 +173,11 @@ describe('StringMemo (tracker prefixes and keys remembered on the request path)'
     expect(built).toEqual(['ip:10.0.0.1', 'user:7']);
   });
 
-  test('trackerKeyPrefixes gives every tracker, remembered (up to 256 characters) or not, the prefix trackerKeyPrefix does', () => {
-    const prefixes = trackerKeyPrefixes('rl');
+  test("the guard's tracker memo gives every tracker, remembered (up to 256 characters) or not, keys under the prefix trackerKeyPrefix builds", () => {
+    const trackers = routeTrackers(new RateLimitEngine(new MemoryStore()), 'rl');
     for (let round = 0; round < 2; round++) {
       for (const tracker of [...TRICKY.filter((t) => t !== ''), ...LONG, 'x'.repeat(256), 'x'.repeat(257), ':'.repeat(256)]) {
-        expect([tracker, prefixes.get(tracker)]).toEqual([tracker, trackerKeyPrefix('rl', tracker)]);
+        expect([tracker, trackers.get(tracker).keys.get('svc:p:f').key]).toEqual([tracker, `${trackerKeyPrefix('rl', tracker)}svc:p:f`]);
       }
     }
   });
