@@ -35,10 +35,7 @@ export class LruMap<V> {
   /** The entry under `key`, to read or change in place; `touch` makes it the most recently used. */
   getNode(key: string, touch = false): LruNode<V> | undefined {
     const node = this.nodes.get(key);
-    if (node && touch && node !== this.newestNode) {
-      this.unlink(node);
-      this.append(node);
-    }
+    if (node && touch) this.touch(node);
     return node;
   }
 
@@ -61,10 +58,7 @@ export class LruMap<V> {
     if (node) {
       node.value = value;
       node.expiresAt = expiresAt;
-      if (node !== this.newestNode) {
-        this.unlink(node);
-        this.append(node);
-      }
+      this.touch(node);
       return node;
     }
     const added: Node<V> = { key, value, expiresAt, map: this, prev: undefined, next: undefined };

@@ -276,30 +276,31 @@ export class MemoryStore implements RateLimitStore {
 
   /** Stores `call`'s state for `ttlMs` (0 or no value = delete), through its slot as {@link stateEntry}. */
   private writeState(call: RateLimitCall, value: unknown, ttlMs: number, now: number): void {
-    const entry = value === undefined || ttlMs <= 0 ? undefined : this.stateEntry(call);
-    if (entry === undefined) {
-      this.write(call.stateKey, value, ttlMs, now);
-      if (call.stateSlot !== undefined) call.stateSlot.entry = undefined;
-      return;
-    }
-    entry.value = value;
-    entry.expiresAt = now + ttlMs;
+    const slot = call.stateSlot;
+    const held = slot?.entry as LruNode<unknown> | undefined;
+    const entry = this.write(call.stateKey, value, ttlMs, now, held !== undefined && this.entries.holds(held) ? held : undefined);
+    if (slot !== undefined) slot.entry = entry;
   }
 
-  /** Stores `value` for `ttlMs` (0 or no value = delete), most recently used last. */
-  private write(key: string, value: unknown, ttlMs: number, now: number): void {
+  /**
+   * Stores `value` for `ttlMs` (0 or no value = delete), most recently used last: in `entry` when it is the
+   * key's (found already), else looked up or added. Returns the key's entry, undefined once deleted.
+   */
+  private write(key: string, value: unknown, ttlMs: number, now: number, entry?: LruNode<unknown>): LruNode<unknown> | undefined {
     if (value === undefined || ttlMs <= 0) {
       this.entries.delete(key);
-      return;
+      return undefined;
     }
-    const entry: LruNode<unknown> | undefined = this.entries.getNode(key, true);
-    if (entry) {
-      entry.value = value;
-      entry.expiresAt = now + ttlMs;
-      return;
+    const found = entry ?? this.entries.getNode(key);
+    if (found) {
+      found.value = value;
+      found.expiresAt = now + ttlMs;
+      this.entries.touch(found);
+      return found;
     }
-    this.entries.set(key, value, now + ttlMs);
+    const added = this.entries.set(key, value, now + ttlMs);
     this.sweep(now);
+    return added;
   }
 
   /**
