@@ -311,17 +311,13 @@ export class RedisStore implements RateLimitStore {
         this.sendAlone(group[0]);
         continue;
       }
-      const calls = group.map(({ calls, mode }) => {
-        const keys: string[] = [];
-        const args: string[] = [];
-        append(keys, args, calls, MODE_CODE[mode]);
-        return { script: this.scriptFor(calls, MODE_CODE[mode]), keys, args };
-      });
+      const alone = group.map(({ calls, mode }) => aloneCall(calls, MODE_CODE[mode]));
+      const calls = alone.map(({ kind, keys, args }, i) => ({ script: this.scriptFor(group[i].calls, kind), keys, args }));
       this.transport.pipeline!(calls).then(
         (replies) =>
           group.forEach((q, i) => {
             const [error, reply] = replies[i] ?? [new RateLimitStoreError('no reply in the pipeline'), undefined];
-            if (!error) this.settleAlone(q, reply as Reply);
+            if (!error) this.settleAlone(q, reply as Reply, alone[i].kind);
             else if (nothingRan(error)) this.sendAlone(q);
             else this.explainError(q.calls, error).then(q.reject, q.reject);
           }),
@@ -336,21 +332,21 @@ export class RedisStore implements RateLimitStore {
 
   /** One decision as its own call. */
   private sendAlone(q: Queued): void {
-    this.run(q.calls, MODE_CODE[q.mode])
-      .then((reply) => this.settleAlone(q, reply as Reply))
+    const call = aloneCall(q.calls, MODE_CODE[q.mode]);
+    this.send(q.calls, call)
+      .then((reply) => this.settleAlone(q, reply as Reply, call.kind))
       .catch(q.reject);
   }
 
   /** Hands a decision sent as its own call its reply: the lone script's, or decide.lua's. */
-  private settleAlone(q: Queued, reply: Reply): void {
-    if (isLone(q.calls, MODE_CODE[q.mode])) q.resolve(parseLoneDecision(reply));
+  private settleAlone(q: Queued, reply: Reply, kind: ScriptKind): void {
+    if (kind === 'lone') q.resolve(parseLoneDecision(reply));
     else this.settle([q], reply);
   }
 
-  /** The script these calls run when sent on their own (the one {@link run} picks). */
-  private scriptFor(calls: readonly RateLimitCall[], mode: string): LuaScript {
+  /** The script of `kind` for these calls (the one {@link send} runs). */
+  private scriptFor(calls: readonly RateLimitCall[], kind: ScriptKind): LuaScript {
     const { lone, single, all } = this.perNode!;
-    const kind = scriptKind(calls, mode);
     return kind === 'multi' ? all : (kind === 'lone' ? lone : single).get(calls[0].algorithm.name)!;
   }
 
@@ -370,9 +366,13 @@ export class RedisStore implements RateLimitStore {
     }
   }
 
-  private async run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
+  private run(calls: readonly RateLimitCall[], mode: string): Promise<unknown> {
+    return this.send(calls, aloneCall(calls, mode));
+  }
+
+  /** Sends `calls` as their own script call, prepared by {@link aloneCall}. */
+  private async send(calls: readonly RateLimitCall[], { kind, keys, args }: AloneCall): Promise<unknown> {
     const name = calls[0].algorithm.name;
-    const kind = scriptKind(calls, mode);
     const command = kind === 'lone' ? this.lone.get(name) : kind === 'single' ? this.single.get(name) : this.multi[calls.length];
     if (!command) {
       throw new RateLimitStoreError(
@@ -380,9 +380,6 @@ export class RedisStore implements RateLimitStore {
         { outage: false },
       );
     }
-    const keys: string[] = [];
-    const args: string[] = [];
-    append(keys, args, calls, mode);
     try {
       return await command(keys, args);
     } catch (error) {
@@ -408,17 +405,27 @@ function nothingRan(error: Error): boolean {
   return /^(NOSCRIPT|MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(error.message);
 }
 
-/** Appends a call sent on its own, in its script's layout: the lone script's ({@link isLone}) or decide.lua's. */
-function append(keys: string[], args: string[], calls: readonly RateLimitCall[], mode: string): void {
-  if (isLone(calls, mode)) appendLoneCall(keys, args, calls[0], mode);
-  else appendCall(keys, args, calls, mode);
+/**
+ * Which script a call sent on its own runs: its algorithm's lone script ({@link isLone}), its algorithm's own
+ * for any other single-policy call, or the one holding every algorithm for several policies.
+ */
+type ScriptKind = 'lone' | 'single' | 'multi';
+
+/** A call sent on its own: its script's kind, and its keys and arguments in that script's layout. */
+interface AloneCall {
+  kind: ScriptKind;
+  keys: string[];
+  args: string[];
 }
 
-/**
- * Which script a decision sent on its own runs: its algorithm's lone script ({@link isLone}), its algorithm's
- * own for any other single-policy call, or the one holding every algorithm for several policies.
- */
-function scriptKind(calls: readonly RateLimitCall[], mode: string): 'lone' | 'single' | 'multi' {
-  if (isLone(calls, mode)) return 'lone';
-  return calls.length === 1 ? 'single' : 'multi';
+/** `calls` as a call of their own, the kind of script found once (it decides the layout and, later, the reply's). */
+function aloneCall(calls: readonly RateLimitCall[], mode: string): AloneCall {
+  const keys: string[] = [];
+  const args: string[] = [];
+  if (isLone(calls, mode)) {
+    appendLoneCall(keys, args, calls[0], mode);
+    return { kind: 'lone', keys, args };
+  }
+  appendCall(keys, args, calls, mode);
+  return { kind: calls.length === 1 ? 'single' : 'multi', keys, args };
 }
