@@ -167,17 +167,17 @@ export class RateLimitOutbound implements BeforeApplicationShutdown, OnApplicati
   /** A turn: its counter, its pace, and the store decision that takes its quota. */
   private newTurn(compiled: CompiledPolicy, key: string, cost: number): AcquireTurn {
     const { engine } = this.calls;
-    const prefix = this.calls.trackerPrefix(key);
+    const keys = this.calls.trackerKeys(key);
     const params = compiled.staticParams!;
     const request: PolicyRequest = { compiled, params, cost };
     return {
-      queueKey: engine.calls(prefix, [{ ...request, token: '' }])[0].stateKey,
+      queueKey: engine.calls(keys, [{ ...request, token: '' }])[0].stateKey,
       key,
       policy: compiled.name,
       cost,
       pace: paceOf(compiled.algorithm.name, params.limit, params.windowMs),
       take: async () => {
-        const { decisions, calls } = await engine.decide(prefix, [this.calls.overridden(request, key)], 'consume');
+        const { decisions, calls } = await engine.decide(keys, [this.calls.overridden(request, key)], 'consume');
         this.calls.assertOpen();
         return { decision: decisions[0], giveBack: () => engine.refund(calls) };
       },

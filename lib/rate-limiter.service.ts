@@ -78,7 +78,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   async consumeAll(policies: readonly RateLimitPolicy[], key: string, options: ConsumeOptions = {}): Promise<MultiDecision> {
     const requests = policies.map((policy) => this.calls.request(policy, options.cost, key));
     assertDistinctNames(requests);
-    const { allowed, decisions } = await this.calls.engine.decide(this.calls.trackerPrefix(key), requests, 'consume');
+    const { allowed, decisions } = await this.calls.engine.decide(this.calls.trackerKeys(key), requests, 'consume');
     this.calls.assertOpen();
     return { allowed, decisions };
   }
@@ -99,7 +99,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   ): Promise<RateLimitReservation> {
     const requests = ([] as RateLimitPolicy[]).concat(policies).map((policy) => this.calls.request(policy, options.cost, key));
     assertReservable(requests);
-    const result = await this.calls.engine.decide(this.calls.trackerPrefix(key), requests, 'consume');
+    const result = await this.calls.engine.decide(this.calls.trackerKeys(key), requests, 'consume');
     this.calls.assertOpen();
     return reservationOf(this.calls.engine, result, () => this.calls.assertOpen());
   }
@@ -121,7 +121,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    */
   async refund(policy: RateLimitPolicy, key: string, cost = 1): Promise<void> {
     await this.calls.engine.refund(
-      this.calls.engine.calls(this.calls.trackerPrefix(key), [this.calls.boundedRequest('refund', policy, key, cost)]),
+      this.calls.engine.calls(this.calls.trackerKeys(key), [this.calls.boundedRequest('refund', policy, key, cost)]),
     );
   }
 
@@ -141,7 +141,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
         `penalty: policy '${request.compiled.name}' uses 'concurrency', which takes leases; penalties need a counter.`,
       );
     }
-    const calls = this.calls.engine.calls(this.calls.trackerPrefix(key), [request]);
+    const calls = this.calls.engine.calls(this.calls.trackerKeys(key), [request]);
     const { verdicts } = await penalizeIn(this.calls.engine.store, calls);
     this.calls.assertOpen();
     return this.calls.engine.toDecisions([request], verdicts)[0];
@@ -160,7 +160,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
         `lease: policy '${request.compiled.name}' uses '${request.compiled.algorithm.name}'; leases need algorithm 'concurrency'.`,
       );
     }
-    const { decisions, calls } = await this.calls.engine.decide(this.calls.trackerPrefix(key), [request], 'consume');
+    const { decisions, calls } = await this.calls.engine.decide(this.calls.trackerKeys(key), [request], 'consume');
     this.calls.assertOpen();
     return leaseOf(this.calls.engine, request.compiled, decisions[0], calls, () => this.calls.assertOpen());
   }

@@ -164,9 +164,9 @@ export class RateLimitEngine {
     return this.reported(this.toEngineDecision(requests, calls, answer), started);
   }
 
-  /** The deny-list key of the tracker whose key prefix is `trackerPrefix`. */
-  denyKey(trackerPrefix: string): string {
-    return this.keys.get(trackerPrefix).get(DENY_KEY_SUFFIX).key;
+  /** The deny-list key of a tracker: its key prefix, or its keys. */
+  denyKey(tracker: string | TrackerKeys): string {
+    return (typeof tracker === 'string' ? this.keys.get(tracker) : tracker).get(DENY_KEY_SUFFIX).key;
   }
 
   /**

@@ -21,10 +21,9 @@ const MAX_NAMED = 1_000;
 /** The tracker namespaces a key may name (see {@link serviceTracker}). */
 const TRACKER_NAMESPACES = ['ip:', 'user:', 'rpc:', 'by:'] as const;
 
-/** A service key as a tracker, its key prefix and keys, and the runtime overrides it matched. */
+/** A service key as a tracker, its keys (under `<prefix>:{<tracker>}:`), and the runtime overrides it matched. */
 interface ServiceKey extends TrackerOverrides {
   readonly tracker: string;
-  readonly prefix: string;
   readonly keys: TrackerKeys;
 }
 
@@ -36,7 +35,7 @@ interface ServiceKey extends TrackerOverrides {
 export class ServiceCalls {
   /** Compiled policies by identity, and by content for inline objects (see {@link PolicyCache}). */
   private readonly compiled: PolicyCache;
-  /** Each recent key's tracker ({@link serviceTracker}) and key prefix (`<prefix>:{<tracker>}:`). */
+  /** Each recent key's tracker ({@link serviceTracker}) and keys. */
   private readonly trackers: StringMemo<ServiceKey>;
   /** The policy these calls compiled last under each name (at most 1,000 names): what runtime overrides may name too. */
   private readonly named = new LruMap<CompiledPolicy>();
@@ -54,8 +53,7 @@ export class ServiceCalls {
     this.compiled = new PolicyCache((policy) => this.learn(compilePolicy(policy, registry, 'RateLimiterService', SERVICE_SCOPE)));
     this.trackers = new StringMemo((key) => {
       const tracker = serviceTracker(key, ipv6Subnet);
-      const trackerPrefix = trackerKeyPrefix(prefix, tracker);
-      return { tracker, prefix: trackerPrefix, keys: engine.trackerKeys(trackerPrefix), ...noOverridesMatched() };
+      return { tracker, keys: engine.trackerKeys(trackerKeyPrefix(prefix, tracker)), ...noOverridesMatched() };
     });
   }
 
@@ -73,13 +71,7 @@ export class ServiceCalls {
     }
   }
 
-  /** The key prefix of tracker `key` (`<prefix>:{<tracker>}:`). */
-  trackerPrefix(key: string): string {
-    assertKey(key);
-    return this.trackers.get(key).prefix;
-  }
-
-  /** The keys of tracker `key` (as {@link trackerPrefix}, without finding the tracker again in the engine). */
+  /** The keys of tracker `key` (`<prefix>:{<tracker>}:…`), kept with the tracker: the engine need not find it again. */
   trackerKeys(key: string): TrackerKeys {
     assertKey(key);
     return this.trackers.get(key).keys;
@@ -114,12 +106,12 @@ export class ServiceCalls {
   /** The deny-list key of tracker `key`. */
   denyKey(key: string): string {
     this.assertOpen();
-    return this.engine.denyKey(this.trackerPrefix(key));
+    return this.engine.denyKey(this.trackerKeys(key));
   }
 
   /** The store call of `policy` for `key` that takes nothing (a lockout's or a reset's keys; no lease id). */
   keysOf(policy: RateLimitPolicy, key: string): RateLimitCall {
-    return this.engine.calls(this.trackerPrefix(key), [{ ...this.request(policy, 0), token: '' }])[0];
+    return this.engine.calls(this.trackerKeys(key), [{ ...this.request(policy, 0), token: '' }])[0];
   }
 
   /** Locks `key` out of `policy` for `ms` from now on the store's clock (see `RateLimitAdmin.block`). */

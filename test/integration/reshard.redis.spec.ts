@@ -91,9 +91,8 @@ it('3,000 slots moving under load: no fallback for keys that stay, none for fres
   const movedSlots = new Set(before.flatMap((owner, slot) => (owner !== after[slot] ? [slot] : [])));
   expect(movedSlots.size).toBe(3_000);
 
-  // Every key of a tracker shares the hash tag of its key prefix, as the service builds it.
-  const slotOf = (tracker: string) =>
-    hashSlot((svc as unknown as { calls: { trackerPrefix(key: string): string } }).calls.trackerPrefix(tracker));
+  // Every key of a tracker shares one hash tag, as the service builds its keys (its deny key among them).
+  const slotOf = (tracker: string) => hashSlot((svc as unknown as { calls: { denyKey(key: string): string } }).calls.denyKey(tracker));
   const staying = answers.filter((a) => !movedSlots.has(slotOf(a.tracker)));
   const fellBack = (list: typeof answers) => list.filter((a) => a.decision.reason === 'store-unavailable').length;
   console.log(
