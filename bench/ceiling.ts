@@ -10,30 +10,16 @@ import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithm } from '../lib/algorithms/algorithm.interface';
-import { appendLoneCall } from '../lib/stores/redis/redis-codec';
 import { composeLoneScript } from '../lib/stores/redis/redis-scripts';
-import type { RateLimitCall } from '../lib/stores/store.interface';
-import { DENY_KEY_SUFFIX } from '../lib/shared/keys';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, median, table } from './support/report';
+import { loneArgs, RLF_SCRIPT, rlfArgs } from './support/scripts';
 import { settings } from './support/settings';
-
-/** rate-limiter-flexible's RateLimiterRedis script (lib/RateLimiterRedis.js), copied verbatim for scale. */
-const RLF_SCRIPT = `redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX') \
-local consumed = redis.call('incrby', KEYS[1], ARGV[1]) \
-local ttl = redis.call('pttl', KEYS[1]) \
-if ttl == -1 then \
-  redis.call('expire', KEYS[1], ARGV[2]) \
-  ttl = 1000 * ARGV[2] \
-end \
-return {consumed, ttl} \
-`;
 
 const KEYS_RANGE = 10_000;
 const CLIENTS = 50;
 /** Allow-all limit: never reached during the run. */
 const BIG = 1_000_000;
-const WINDOW_MS = 60_000;
 
 interface Case {
   name: string;
@@ -42,34 +28,6 @@ interface Case {
   args: (sha: string) => string[];
   sha?: string;
   script?: string;
-}
-
-/**
- * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/lone.lua,
- * encoded by appendLoneCall): the policy's state and block keys, then the tracker's deny key; one argument of
- * cost, limit, window ms, blockFor ms and, for the algorithms whose capacity it is, burst, joined by spaces.
- */
-function decideArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
-  const prefix = `rl:{${tracker}}:`;
-  const base = `${prefix}svc:default:`;
-  const keys: string[] = [];
-  const args: string[] = [];
-  appendLoneCall(
-    keys,
-    args,
-    {
-      algorithm,
-      cost: 1,
-      params: { limit, windowMs: WINDOW_MS, burst: limit },
-      blockForMs: 0,
-      token: '',
-      stateKey: base + algorithm.keyTag,
-      blockKey: `${base}b`,
-      denyKey: prefix + DENY_KEY_SUFFIX,
-    } as RateLimitCall,
-    'c',
-  );
-  return (sha) => ['EVALSHA', sha, String(keys.length), ...keys, ...args];
 }
 
 /**
@@ -84,7 +42,9 @@ async function assertDecides(client: Redis, list: readonly Case[]): Promise<void
     const reply = (await client.call(command, ...rest)) as unknown[];
     // A lone reply: now, status, remaining, …; an error would have thrown, a wrong layout gives no status.
     if (!Array.isArray(reply) || typeof reply[1] !== 'number' || typeof reply[2] !== 'number') {
-      throw new Error(`ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update decideArgs to lone.lua's KEYS and ARGV.`);
+      throw new Error(
+        `ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update loneArgs (support/scripts.ts) to lone.lua's KEYS and ARGV.`,
+      );
     }
   }
 }
@@ -96,19 +56,19 @@ function cases(algorithms: readonly RateLimitAlgorithm[]): Case[] {
       name: 'rate-limiter-flexible script',
       scenario: 'keys',
       script: RLF_SCRIPT,
-      args: (sha) => ['EVALSHA', sha, '1', 'rlflx:{__rand_int__}', '1', '60', String(BIG), '60'],
+      args: rlfArgs('rlflx:{__rand_int__}', BIG),
     },
   ];
   for (const a of algorithms)
-    list.push({ name: a.name, scenario: 'keys', script: composeLoneScript(a), args: decideArgs(a, '__rand_int__', BIG) });
+    list.push({ name: a.name, scenario: 'keys', script: composeLoneScript(a), args: loneArgs(a, '__rand_int__', BIG) });
   list.push({
     name: 'rate-limiter-flexible script',
     scenario: 'hot-reject',
     script: RLF_SCRIPT,
-    args: (sha) => ['EVALSHA', sha, '1', 'rlflx:hot', '1', '60', '1', '60'],
+    args: rlfArgs('rlflx:hot', 1),
   });
   for (const a of algorithms)
-    list.push({ name: a.name, scenario: 'hot-reject', script: composeLoneScript(a), args: decideArgs(a, 'hot', 1) });
+    list.push({ name: a.name, scenario: 'hot-reject', script: composeLoneScript(a), args: loneArgs(a, 'hot', 1) });
   return list;
 }
 
