@@ -1,6 +1,6 @@
 import type { RateLimitAlgorithm } from '../../lib/algorithms/algorithm.interface';
 import { DENY_KEY_SUFFIX } from '../../lib/shared/keys';
-import { appendCall, appendLoneCall } from '../../lib/stores/redis/redis-codec';
+import { appendLoneCall, DecideCall } from '../../lib/stores/redis/redis-codec';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 
 /** rate-limiter-flexible's RateLimiterRedis script (lib/RateLimiterRedis.js), copied verbatim for scale. */
@@ -55,8 +55,7 @@ export function loneArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: 
  * decisions of several trackers meet in one tick), each on its own tracker: `${tracker}-<i>`.
  */
 export function batchArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number, size: number): (sha: string) => string[] {
-  const keys: string[] = [];
-  const args: string[] = [];
-  for (let i = 0; i < size; i++) appendCall(keys, args, [consumeCall(algorithm, `${tracker}-${i}`, limit)], 'c');
-  return (sha) => ['EVALSHA', sha, String(keys.length), ...keys, ...args];
+  const call = new DecideCall();
+  for (let i = 0; i < size; i++) call.add([consumeCall(algorithm, `${tracker}-${i}`, limit)], 'c');
+  return (sha) => ['EVALSHA', sha, String(call.keys.length), ...call.keys, ...call.args];
 }

@@ -6,21 +6,23 @@
   batch of unrelated decisions made in the same tick on a standalone Redis): they run one after the other, as
   separate calls would, at one reading of the clock.
 
-  Per decision, in order (n = its policies, at most 8; the TS encoder is appendCall in redis-codec.ts):
+  Per decision, in order (n = its policies, at most 8; the TS encoder is DecideCall in redis-codec.ts):
     KEYS  2n + 1: per policy, its state key and its lockout key; then the tracker's deny key (all of one
           decision share one {hash tag})
-    ARGV  one JSON array, 1 + 7n values (one argument per decision: Node and Redis pay per argument, and cjson
-          parses numbers faster than tonumber does):
-          [1]  mode: 'c' consume | 'p' peek (charges nothing; may drop expired entries)
-               | 'r' refund cost (units) / release the lease | 'b' block for blockFor, never shortening a lockout
-               in force, the token kept as its note (a deny's reason) | 'x' penalty: charge cost whatever the
-               counter says (the refund with cost negated), then peek one unit
-          then per policy i (from 2 + 7(i − 1)):
+    ARGV  [1] one flat JSON array holding every decision of the call, each 2 + 7n values, numbers but for a
+          token (cjson then makes one table for the whole call: an array per decision, with its mode and token as
+          strings, cost Redis about twice as much per decision):
+          +0 mode: 1 consume | 2 peek (charges nothing; may drop expired entries) | 3 refund cost (units) /
+             release the lease | 4 block for blockFor, never shortening a lockout in force, the token kept as
+             its note (a deny's reason) | 5 penalty: charge cost whatever the counter says (the refund with
+             cost negated), then peek one unit
+          +1 n
+          then per policy i (from +2 + 7(i − 1)):
           +0 algorithm id (ALG index)          +1 cost (units; negative: a concurrency renewal)
           +2 limit (units per window)           +3 window (ms; a calendar window: its four period starts, ms)
           +4 burst (units: the capacity of token-bucket, gcra and leaky-bucket; the others ignore it)
           +5 blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ])
-          +6 token (lease id, a settlement's charge time in ms, a block's note, or '')
+          +6 token (lease id, a settlement's charge time in ms, a block's note, as a string), or 0 for none
   A lockout or deny key holds `<until>[:<offences>][|<note>]`: the end (server ms), an escalating policy's
   lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason.
   Reply (integers, and a deny's reason):
@@ -53,18 +55,22 @@ local ALG = {}
 --@fragments
 --@decide-one
 
--- Values per policy in a decision's ARGV array, after its mode (see the header).
+-- Values per policy in the argument array, after a decision's mode and n (see the header).
 local PER_POLICY = 7
+local MODES = { 'c', 'p', 'r', 'b', 'x' }
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local reply = { now }
+local A = cjson.decode(ARGV[1])
 
--- Policy i of decision d (its JSON array) whose keys start at KEYS[k], as nine values (no table: this runs
--- for every policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
+-- Policy i of the decision at A[d] whose keys start at KEYS[k], as nine values (no table: this runs for every
+-- policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
 local function policy(k, d, i)
-  local p = 2 + (i - 1) * PER_POLICY
-  return ALG[d[p]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], d[p + 1], d[p + 2], d[p + 3], d[p + 4], d[p + 5], d[p + 6]
+  local p = d + 2 + (i - 1) * PER_POLICY
+  local token = A[p + 6]
+  if token == 0 then token = '' end
+  return ALG[A[p]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], A[p + 1], A[p + 2], A[p + 3], A[p + 4], A[p + 5], token
 end
 
 -- A lockout or deny key's value as its end, offence count (0 without) and note (0 without): see the header.
@@ -209,15 +215,14 @@ local function penalize(mode, n, k, d, o)
   for i = 1, n do
     local alg, key, _, cost, limit, window, burst, _, token = policy(k, d, i)
     alg.refund(key, -cost, limit, window, burst, now, token)
-    d[2 + (i - 1) * PER_POLICY + 1] = 1
+    A[d + 2 + (i - 1) * PER_POLICY + 1] = 1
   end
   decide('p', n, k, d, o)
 end
 
-local k = 1
-for j = 1, #ARGV do
-  local d = cjson.decode(ARGV[j])
-  local mode, n = d[1], (#d - 1) / PER_POLICY
+local k, d = 1, 1
+while A[d] do
+  local mode, n = MODES[A[d]], A[d + 1]
   if mode == 'r' or mode == 'b' then
     change(mode, n, k, d)
   else
@@ -225,10 +230,12 @@ for j = 1, #ARGV do
     local ok, err
     if mode == 'x' then
       ok, err = pcall(penalize, mode, n, k, d, o)
-    elseif n == 1 and type(d[7]) == 'number' then
-      -- One policy (its values d[2] to d[8]) with a plain lockout (d[7], its blockFor, a number): the lean path
-      -- (decide-one.lua), as a lone call takes it.
-      ok, err = pcall(decideOne, reply, o, now, ALG[d[2]], mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], d[3], d[4], d[5], d[6], d[7], d[8])
+    elseif n == 1 and type(A[d + 7]) == 'number' then
+      -- One policy (its values A[d + 2] to A[d + 8]) with a plain lockout (A[d + 7], its blockFor, a number): the
+      -- lean path (decide-one.lua), as a lone call takes it.
+      local token = A[d + 8]
+      if token == 0 then token = '' end
+      ok, err = pcall(decideOne, reply, o, now, ALG[A[d + 2]], mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], A[d + 3], A[d + 4], A[d + 5], A[d + 6], A[d + 7], token)
     else
       ok, err = pcall(decide, mode, n, k, d, o)
     end
@@ -241,5 +248,6 @@ for j = 1, #ARGV do
     end
   end
   k = k + 2 * n + 1
+  d = d + 2 + PER_POLICY * n
 end
 return reply

@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithm } from '../../lib/algorithms/algorithm.interface';
-import { appendCall, appendLoneCall, luaScript, parseDecision, parseLoneDecision } from '../../lib/stores/redis/redis-codec';
+import { appendLoneCall, DecideCall, luaScript, parseDecision, parseLoneDecision } from '../../lib/stores/redis/redis-codec';
 import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
 import { Verdict } from '../../lib/stores/verdicts';
@@ -90,9 +90,7 @@ describe('on redis-server, the lone script decides as decide.lua does', () => {
       const lk: string[] = [];
       const la: string[] = [];
       appendLoneCall(lk, la, lone, mode);
-      const gk: string[] = [];
-      const ga: string[] = [];
-      appendCall(gk, ga, [general], mode);
+      const { keys: gk, args: ga } = new DecideCall().add([general], mode);
       const results = await client
         .multi()
         .eval(loneScript.lua, lk.length, ...lk, ...la)

@@ -23,7 +23,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
-import { appendCall, appendLoneCall, isLone, luaScript, type LuaScript } from '../../lib/stores/redis/redis-codec';
+import { appendLoneCall, DecideCall, isLone, luaScript, type LuaScript } from '../../lib/stores/redis/redis-codec';
 import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 import { Verdict } from '../../lib/stores/verdicts';
@@ -221,8 +221,7 @@ function callsOf(policies: readonly number[], tracker: string, cost: number, tok
 function step(next: () => number, t: number): ScriptCall {
   const pick = <T>(list: readonly T[]) => list[Math.floor(next() * list.length)];
   const decisions = next() < 0.2 ? 3 : 1;
-  const keys: string[] = [];
-  const args: string[] = [];
+  const call = new DecideCall();
   let single: RateLimitCall[] | undefined;
   for (let d = 0; d < decisions; d++) {
     const count = next() < 0.25 ? 2 + Math.floor(next() * 3) : 1;
@@ -232,14 +231,26 @@ function step(next: () => number, t: number): ScriptCall {
     const calls = callsOf(chosen, tracker, cost, `lease-${Math.floor(next() * 3)}`);
     const mode = pick(['c', 'c', 'c', 'p', 'r', 'b', 'x']);
     if (decisions === 1 && isLone(calls, mode)) {
+      const keys: string[] = [];
+      const args: string[] = [];
       appendLoneCall(keys, args, calls[0], mode);
       return { script: lone.get(calls[0].algorithm.name)!, keys, args };
     }
-    appendCall(keys, args, mode === 'b' ? calls.map((c) => ({ ...c, blockForMs: 40 + (t % 3) * 10 })) : calls, mode);
+    call.add(mode === 'b' ? calls.map((c) => ({ ...c, blockForMs: 40 + (t % 3) * 10 })) : calls, mode);
     single = calls;
   }
   const script = decisions === 1 && single!.length === 1 ? lean.get(single![0].algorithm.name)! : all;
-  return { script, keys, args };
+  return { script, keys: call.keys, args: call.args };
+}
+
+/** A decide.lua call's decisions, each as its mode then its policies' values (the array without its n). */
+function decisionsOf(args: readonly string[]): unknown[][] {
+  const flat = JSON.parse(args[0]) as unknown[];
+  const decisions: unknown[][] = [];
+  for (let d = 0; d < flat.length; d += 2 + 7 * (flat[d + 1] as number)) {
+    decisions.push([flat[d], ...flat.slice(d + 2, d + 2 + 7 * (flat[d + 1] as number))]);
+  }
+  return decisions;
 }
 
 describe('the Lua 5.4 harness catches what it checks', () => {
@@ -312,10 +323,11 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
 
   it('the trace covers every algorithm, every mode, batches and multi-policy decisions', () => {
     const loneIds = new Map(registry.all().map((a) => [lone.get(a.name)!.sha, a.id]));
-    // decide.lua's calls carry one JSON array per decision; a lone call its values joined by spaces ('p' for a peek).
+    // decide.lua's calls carry one flat JSON array (per decision: mode, n, seven values per policy); a lone
+    // call its values joined by spaces ('p' for a peek).
     const general = trace.filter((c) => !loneIds.has(c.script.sha));
-    const decisions = general.flatMap((c) => c.args.map((a) => JSON.parse(a) as unknown[]));
-    expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set(['c', 'p', 'r', 'b', 'x']));
+    const decisions = general.flatMap((c) => decisionsOf(c.args));
+    expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set([1, 2, 3, 4, 5]));
     const ids = new Set(decisions.flatMap((d) => d.filter((_, i) => i % 7 === 1)));
     expect(ids).toEqual(new Set(registry.all().map((a) => a.id)));
     // Every algorithm's lone script ran, consuming and peeking.
@@ -325,7 +337,7 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
         .map((c) => `${loneIds.get(c.script.sha)}${c.args[0].split(' ')[3] === 'p' ? 'p' : 'c'}`),
     );
     expect(loneRuns).toEqual(new Set(registry.all().flatMap((a) => [`${a.id}c`, `${a.id}p`])));
-    expect(general.some((c) => c.args.length === 3)).toBe(true);
+    expect(general.some((c) => decisionsOf(c.args).length === 3)).toBe(true);
     expect(decisions.some((d) => d.length > 8)).toBe(true);
     // Rejections, lockouts and cost > capacity happened (each status in some reply: a lone reply's is its second value).
     const statuses = new Set(

@@ -27,28 +27,44 @@ export function luaScript(lua: string): LuaScript {
   return { lua, sha: createHash('sha1').update(lua).digest('hex') };
 }
 
+/** The number decide.lua reads for each mode letter (its header: 1 consume, 2 peek, 3 refund, 4 block, 5 penalty). */
+const MODE_NUMBER: Readonly<Record<string, number>> = { c: 1, p: 2, r: 3, b: 4, x: 5 };
+
 /**
- * Appends one decision's keys, and its one argument, in the layout algorithms/decide.lua's header gives (the
- * one place it is written down): keys per policy (state, lockout), then the deny key; one JSON array of the
- * mode and, per policy, seven values: algorithm id, cost (units), limit, window (ms), burst, blockFor (ms),
- * token. Numbers are whole, so they print exactly. A calendar window's window is its four period starts, and
- * an escalating lockout's blockFor `[first ms, factor, max ms, forgiveAfter ms]`: nested arrays.
+ * The keys and the one argument of a decide.lua call, written decision after decision in the layout its header
+ * gives (the one place it is written down): keys per policy (state, lockout), then the deny key; one flat JSON
+ * array holding, per decision, its mode and its number of policies, then seven values per policy: algorithm
+ * id, cost (units), limit, window (ms), burst, blockFor (ms), token (0 for none). Numbers are whole, so they
+ * print exactly. A calendar window's window is its four period starts, and an escalating lockout's blockFor
+ * `[first ms, factor, max ms, forgiveAfter ms]`: nested arrays.
  */
-export function appendCall(keys: string[], args: string[], calls: readonly RateLimitCall[], mode: string): void {
-  let json = `["${mode}"`;
-  for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey } of calls) {
-    keys.push(stateKey, blockKey);
-    // An escalating lockout is [first, factor, max, forgiveAfter]; a plain one stays a number.
-    const blockFor =
-      escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
-    json += `,${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor},${token === '' ? '""' : JSON.stringify(token)}`;
+export class DecideCall {
+  readonly keys: string[] = [];
+  private json = '';
+
+  /** Appends one decision of `calls` (one tracker's policies) in `mode` (`c`, `p`, `r`, `b` or `x`). */
+  add(calls: readonly RateLimitCall[], mode: string): this {
+    let json = `${this.json === '' ? '' : ','}${MODE_NUMBER[mode]},${calls.length}`;
+    for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey } of calls) {
+      this.keys.push(stateKey, blockKey);
+      // An escalating lockout is [first, factor, max, forgiveAfter]; a plain one stays a number.
+      const blockFor =
+        escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
+      json += `,${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor},${token === '' ? 0 : JSON.stringify(token)}`;
+    }
+    this.keys.push(denyKeyOf(calls[0]));
+    this.json += json;
+    return this;
   }
-  keys.push(denyKeyOf(calls[0]));
-  args.push(`${json}]`);
+
+  /** The call's ARGV: the one array. */
+  get args(): string[] {
+    return [`[${this.json}]`];
+  }
 }
 
 /**
- * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua: the keys {@link appendCall}
+ * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua: the keys {@link DecideCall}
  * writes, the argument {@link appendLoneCall} writes, the reply {@link parseLoneDecision} reads): one policy,
  * consumed or peeked, with a plain window and a plain lockout (a calendar window, which can fail the decision,
  * and an escalating lockout go to decide.lua).
@@ -60,7 +76,7 @@ export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
 
 /**
  * Appends a lone decision's keys and argument (algorithms/lone.lua, for a call {@link isLone} accepts): the
- * keys {@link appendCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
+ * keys {@link DecideCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
  * algorithm, so no id): cost, limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose
  * capacity it is, else the token when there is one (last: it may hold spaces).
  */

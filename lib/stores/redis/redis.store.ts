@@ -4,7 +4,7 @@ import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
 import {
-  appendCall,
+  DecideCall,
   appendLoneCall,
   decisionKeyCount,
   explainForeignData,
@@ -263,10 +263,10 @@ export class RedisStore implements RateLimitStore {
     if (batch.length === 0) return;
     this.queue = [];
     this.queuedPolicies = 0;
-    const keys: string[] = [];
-    const args: string[] = [];
     const first = batch[0];
     if (batch.length === 1 && isLone(first.calls, MODE_CODE[first.mode])) {
+      const keys: string[] = [];
+      const args: string[] = [];
       appendLoneCall(keys, args, first.calls[0], MODE_CODE[first.mode]);
       // The lone script fails the call on an error (a key of the wrong type) where the batch script reports it in place.
       this.transport
@@ -275,9 +275,10 @@ export class RedisStore implements RateLimitStore {
         .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
       return;
     }
-    for (const { calls, mode } of batch) appendCall(keys, args, calls, MODE_CODE[mode]);
+    const call = new DecideCall();
+    for (const { calls, mode } of batch) call.add(calls, MODE_CODE[mode]);
     this.transport
-      .evalScript(this.direct!.all, keys, args)
+      .evalScript(this.direct!.all, call.keys, call.args)
       .then((reply) => this.settle(batch, reply as Reply))
       .catch((error: unknown) => {
         // The call failed as a whole (connection, timeout): whether it ran is unknown, so no decision is
@@ -420,12 +421,12 @@ interface AloneCall {
 
 /** `calls` as a call of their own, the kind of script found once (it decides the layout and, later, the reply's). */
 function aloneCall(calls: readonly RateLimitCall[], mode: string): AloneCall {
-  const keys: string[] = [];
-  const args: string[] = [];
   if (isLone(calls, mode)) {
+    const keys: string[] = [];
+    const args: string[] = [];
     appendLoneCall(keys, args, calls[0], mode);
     return { kind: 'lone', keys, args };
   }
-  appendCall(keys, args, calls, mode);
+  const { keys, args } = new DecideCall().add(calls, mode);
   return { kind: calls.length === 1 ? 'single' : 'multi', keys, args };
 }
