@@ -4,8 +4,8 @@ import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
 import {
-  DecideCall,
   appendLoneCall,
+  DecideCall,
   decisionKeyCount,
   explainForeignData,
   isLone,
