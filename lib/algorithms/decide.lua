@@ -9,20 +9,20 @@
   Per decision, in order (n = its policies, at most 8; the TS encoder is DecideCall in redis-codec.ts):
     KEYS  2n + 1: per policy, its state key and its lockout key; then the tracker's deny key (all of one
           decision share one {hash tag})
-    ARGV  [1] one flat JSON array holding every decision of the call, each 2 + 7n values, numbers but for a
-          token (cjson then makes one table for the whole call: an array per decision, with its mode and token as
-          strings, cost Redis about twice as much per decision):
-          +0 mode: 1 consume | 2 peek (charges nothing; may drop expired entries) | 3 refund cost (units) /
-             release the lease | 4 block for blockFor, never shortening a lockout in force, the token kept as
-             its note (a deny's reason) | 5 penalty: charge cost whatever the counter says (the refund with
-             cost negated), then peek one unit
+    ARGV  [1] one JSON array: first the call's distinct policy shapes, each an array of six values, then every
+          decision of the call, flat, each 2 + 2n values (cjson then makes one table per shape and one for the
+          whole call: an array per decision, its mode and token as strings, cost Redis twice as much per decision)
+          a shape: [1] algorithm id (ALG index)   [2] cost (units; negative: a concurrency renewal)
+                   [3] limit (units per window)  [4] window (ms; a calendar window: its four period starts, ms)
+                   [5] burst (units: the capacity of token-bucket, gcra and leaky-bucket; the others ignore it)
+                   [6] blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ])
+          a decision: +0 mode: 1 consume | 2 peek (charges nothing; may drop expired entries) | 3 refund cost
+             (units) / release the lease | 4 block for blockFor, never shortening a lockout in force, the token
+             kept as its note (a deny's reason) | 5 penalty: charge cost whatever the counter says (the refund
+             with cost negated), then peek one unit
           +1 n
-          then per policy i (from +2 + 7(i − 1)):
-          +0 algorithm id (ALG index)          +1 cost (units; negative: a concurrency renewal)
-          +2 limit (units per window)           +3 window (ms; a calendar window: its four period starts, ms)
-          +4 burst (units: the capacity of token-bucket, gcra and leaky-bucket; the others ignore it)
-          +5 blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ])
-          +6 token (lease id, a settlement's charge time in ms, a block's note, as a string), or 0 for none
+          then per policy i (from +2 + 2(i − 1)): +0 its shape's index, +1 its token (lease id, a settlement's
+          charge time in ms, a block's note, as a string), or 0 for none
   A lockout or deny key holds `<until>[:<offences>][|<note>]`: the end (server ms), an escalating policy's
   lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason.
   Reply (integers, and a deny's reason):
@@ -56,21 +56,23 @@ local ALG = {}
 --@decide-one
 
 -- Values per policy in the argument array, after a decision's mode and n (see the header).
-local PER_POLICY = 7
+local PER_POLICY = 2
 local MODES = { 'c', 'p', 'r', 'b', 'x' }
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local reply = { now }
 local A = cjson.decode(ARGV[1])
+local SHAPES = A[1]
 
 -- Policy i of the decision at A[d] whose keys start at KEYS[k], as nine values (no table: this runs for every
 -- policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
 local function policy(k, d, i)
   local p = d + 2 + (i - 1) * PER_POLICY
-  local token = A[p + 6]
+  local s = SHAPES[A[p]]
+  local token = A[p + 1]
   if token == 0 then token = '' end
-  return ALG[A[p]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], A[p + 1], A[p + 2], A[p + 3], A[p + 4], A[p + 5], token
+  return ALG[s[1]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], s[2], s[3], s[4], s[5], s[6], token
 end
 
 -- A lockout or deny key's value as its end, offence count (0 without) and note (0 without): see the header.
@@ -138,8 +140,9 @@ local function change(mode, n, k, d)
   end
 end
 
--- Decides into the six reply slots per policy from reply[o].
-local function decide(mode, n, k, d, o)
+-- Decides into the six reply slots per policy from reply[o]; with `unit`, each policy checks that many units
+-- instead of its cost (a penalty's peek).
+local function decide(mode, n, k, d, o, unit)
   -- A denied tracker is rejected by every policy, before any is checked: one GET per decision.
   local denial = redis.call('GET', KEYS[k + 2 * n])
   if denial then
@@ -157,6 +160,7 @@ local function decide(mode, n, k, d, o)
   local verdicts = {}
   for i = 1, n do
     local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
+    if unit then cost = unit end
     local b = o + (i - 1) * 6
     local v = redis.call('GET', bkey)
     local until_ = v and lockout(v)
@@ -215,12 +219,11 @@ local function penalize(mode, n, k, d, o)
   for i = 1, n do
     local alg, key, _, cost, limit, window, burst, _, token = policy(k, d, i)
     alg.refund(key, -cost, limit, window, burst, now, token)
-    A[d + 2 + (i - 1) * PER_POLICY + 1] = 1
   end
-  decide('p', n, k, d, o)
+  decide('p', n, k, d, o, 1)
 end
 
-local k, d = 1, 1
+local k, d = 1, 2
 while A[d] do
   local mode, n = MODES[A[d]], A[d + 1]
   if mode == 'r' or mode == 'b' then
@@ -230,12 +233,13 @@ while A[d] do
     local ok, err
     if mode == 'x' then
       ok, err = pcall(penalize, mode, n, k, d, o)
-    elseif n == 1 and type(A[d + 7]) == 'number' then
-      -- One policy (its values A[d + 2] to A[d + 8]) with a plain lockout (A[d + 7], its blockFor, a number): the
-      -- lean path (decide-one.lua), as a lone call takes it.
-      local token = A[d + 8]
+    elseif n == 1 and type(SHAPES[A[d + 2]][6]) == 'number' then
+      -- One policy with a plain lockout (its shape's blockFor, a number): the lean path (decide-one.lua), as a
+      -- lone call takes it.
+      local s = SHAPES[A[d + 2]]
+      local token = A[d + 3]
       if token == 0 then token = '' end
-      ok, err = pcall(decideOne, reply, o, now, ALG[A[d + 2]], mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], A[d + 3], A[d + 4], A[d + 5], A[d + 6], A[d + 7], token)
+      ok, err = pcall(decideOne, reply, o, now, ALG[s[1]], mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token)
     else
       ok, err = pcall(decide, mode, n, k, d, o)
     end

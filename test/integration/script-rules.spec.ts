@@ -243,12 +243,16 @@ function step(next: () => number, t: number): ScriptCall {
   return { script, keys: call.keys, args: call.args };
 }
 
-/** A decide.lua call's decisions, each as its mode then its policies' values (the array without its n). */
+/** A decide.lua call's decisions, each as its mode then, per policy, its shape's six values and its token. */
 function decisionsOf(args: readonly string[]): unknown[][] {
-  const flat = JSON.parse(args[0]) as unknown[];
+  const [shapes, ...flat] = JSON.parse(args[0]) as [unknown[][], ...unknown[]];
   const decisions: unknown[][] = [];
-  for (let d = 0; d < flat.length; d += 2 + 7 * (flat[d + 1] as number)) {
-    decisions.push([flat[d], ...flat.slice(d + 2, d + 2 + 7 * (flat[d + 1] as number))]);
+  for (let d = 0; d < flat.length; d += 2 + 2 * (flat[d + 1] as number)) {
+    const policies = Array.from({ length: flat[d + 1] as number }, (_, i) => [
+      ...shapes[(flat[d + 2 + 2 * i] as number) - 1],
+      flat[d + 3 + 2 * i],
+    ]);
+    decisions.push([flat[d], ...policies.flat()]);
   }
   return decisions;
 }
@@ -323,8 +327,8 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
 
   it('the trace covers every algorithm, every mode, batches and multi-policy decisions', () => {
     const loneIds = new Map(registry.all().map((a) => [lone.get(a.name)!.sha, a.id]));
-    // decide.lua's calls carry one flat JSON array (per decision: mode, n, seven values per policy); a lone
-    // call its values joined by spaces ('p' for a peek).
+    // decide.lua's calls carry one JSON array (the shapes, then per decision: mode, n, per policy its shape
+    // and token); a lone call its values joined by spaces ('p' for a peek).
     const general = trace.filter((c) => !loneIds.has(c.script.sha));
     const decisions = general.flatMap((c) => decisionsOf(c.args));
     expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set([1, 2, 3, 4, 5]));

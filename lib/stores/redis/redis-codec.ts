@@ -32,25 +32,35 @@ const MODE_NUMBER: Readonly<Record<string, number>> = { c: 1, p: 2, r: 3, b: 4, 
 
 /**
  * The keys and the one argument of a decide.lua call, written decision after decision in the layout its header
- * gives (the one place it is written down): keys per policy (state, lockout), then the deny key; one flat JSON
- * array holding, per decision, its mode and its number of policies, then seven values per policy: algorithm
- * id, cost (units), limit, window (ms), burst, blockFor (ms), token (0 for none). Numbers are whole, so they
- * print exactly. A calendar window's window is its four period starts, and an escalating lockout's blockFor
- * `[first ms, factor, max ms, forgiveAfter ms]`: nested arrays.
+ * gives (the one place it is written down): keys per policy (state, lockout), then the deny key; one JSON array
+ * of the call's distinct policy shapes (algorithm id, cost (units), limit, window (ms), burst, blockFor (ms)),
+ * then, per decision, its mode and its number of policies, and per policy its shape's index and its token (0
+ * for none). Numbers are whole, so they print exactly. A calendar window's window is its four period starts,
+ * and an escalating lockout's blockFor `[first ms, factor, max ms, forgiveAfter ms]`: nested arrays.
  */
 export class DecideCall {
   readonly keys: string[] = [];
+  /** Each distinct shape's index (from 1), by its JSON: the decisions of one tick mostly share a few policies. */
+  private readonly shapes = new Map<string, number>();
+  private shapesJson = '';
   private json = '';
 
   /** Appends one decision of `calls` (one tracker's policies) in `mode` (`c`, `p`, `r`, `b` or `x`). */
   add(calls: readonly RateLimitCall[], mode: string): this {
-    let json = `${this.json === '' ? '' : ','}${MODE_NUMBER[mode]},${calls.length}`;
+    let json = `,${MODE_NUMBER[mode]},${calls.length}`;
     for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey } of calls) {
       this.keys.push(stateKey, blockKey);
       // An escalating lockout is [first, factor, max, forgiveAfter]; a plain one stays a number.
       const blockFor =
         escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
-      json += `,${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor},${token === '' ? 0 : JSON.stringify(token)}`;
+      const shape = `[${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor}]`;
+      let index = this.shapes.get(shape);
+      if (index === undefined) {
+        index = this.shapes.size + 1;
+        this.shapes.set(shape, index);
+        this.shapesJson += index === 1 ? shape : `,${shape}`;
+      }
+      json += `,${index},${token === '' ? 0 : JSON.stringify(token)}`;
     }
     this.keys.push(denyKeyOf(calls[0]));
     this.json += json;
@@ -59,7 +69,7 @@ export class DecideCall {
 
   /** The call's ARGV: the one array. */
   get args(): string[] {
-    return [`[${this.json}]`];
+    return [`[[${this.shapesJson}]${this.json}]`];
   }
 }
 
