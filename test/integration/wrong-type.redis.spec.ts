@@ -149,7 +149,8 @@ it('consumeAll names the one key that is foreign, not its neighbours', async () 
 });
 
 it('in a batch (decisions of one tick share a call), only the decision that meets foreign data fails', async () => {
-  const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: 10_000 };
+  // A day's window: the counts read back below must not cross a window's end (a 10 s one did, on a busy run).
+  const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: 86_400_000 };
   const foreignKey = `${PREFIX}:{by%3Avictim}:svc:default:f`;
   await FOREIGN.list(redis, foreignKey);
   const outcomes = await Promise.allSettled(['a', 'victim', 'b', 'a'].map((tracker) => limiter.consume(policy, tracker)));
