@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithm } from '../../lib/algorithms/algorithm.interface';
-import { appendLoneCall, DecideCall, luaScript, parseDecision, parseLoneDecision } from '../../lib/stores/redis/redis-codec';
+import { DecideCall, loneCall, luaScript, parseDecision, parseLoneDecision } from '../../lib/stores/redis/redis-codec';
 import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
 import { Verdict } from '../../lib/stores/verdicts';
@@ -46,9 +46,7 @@ describe('the lone call encoding', () => {
     ['a token, last and as it is', call(concurrency, 't', -2, { token: 'lease a b' }), 'c', '-2 3 60000 0 lease a b'],
     ['no token', call(concurrency, 't', 1), 'p', '1 3 60000 p'],
   ])('%s', (_, c, mode, arg) => {
-    const keys: string[] = [];
-    const args: string[] = [];
-    appendLoneCall(keys, args, c, mode);
+    const { keys, args } = loneCall(c, mode);
     expect(keys).toEqual([c.stateKey, c.blockKey, c.denyKey]);
     expect(args).toEqual([arg]);
   });
@@ -87,9 +85,7 @@ describe('on redis-server, the lone script decides as decide.lua does', () => {
     const loneScript = luaScript(composeLoneScript(lone.algorithm));
     const decideScript = luaScript(composeDecideScript([lone.algorithm]));
     for (let attempt = 0; ; attempt++) {
-      const lk: string[] = [];
-      const la: string[] = [];
-      appendLoneCall(lk, la, lone, mode);
+      const { keys: lk, args: la } = loneCall(lone, mode);
       const { keys: gk, args: ga } = new DecideCall().add([general], mode);
       const results = await client
         .multi()

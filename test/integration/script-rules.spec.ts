@@ -23,7 +23,7 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
-import { appendLoneCall, DecideCall, isLone, luaScript, type LuaScript } from '../../lib/stores/redis/redis-codec';
+import { DecideCall, isLone, loneCall, luaScript, type LuaScript } from '../../lib/stores/redis/redis-codec';
 import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 import { Verdict } from '../../lib/stores/verdicts';
@@ -231,10 +231,7 @@ function step(next: () => number, t: number): ScriptCall {
     const calls = callsOf(chosen, tracker, cost, `lease-${Math.floor(next() * 3)}`);
     const mode = pick(['c', 'c', 'c', 'p', 'r', 'b', 'x']);
     if (decisions === 1 && isLone(calls, mode)) {
-      const keys: string[] = [];
-      const args: string[] = [];
-      appendLoneCall(keys, args, calls[0], mode);
-      return { script: lone.get(calls[0].algorithm.name)!, keys, args };
+      return { script: lone.get(calls[0].algorithm.name)!, ...loneCall(calls[0], mode) };
     }
     call.add(mode === 'b' ? calls.map((c) => ({ ...c, blockForMs: 40 + (t % 3) * 10 })) : calls, mode);
     single = calls;

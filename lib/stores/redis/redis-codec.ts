@@ -75,7 +75,7 @@ export class DecideCall {
 
 /**
  * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua: the keys {@link DecideCall}
- * writes, the argument {@link appendLoneCall} writes, the reply {@link parseLoneDecision} reads): one policy,
+ * writes, the argument {@link loneCall} writes, the reply {@link parseLoneDecision} reads): one policy,
  * consumed or peeked, with a plain window and a plain lockout (a calendar window, which can fail the decision,
  * and an escalating lockout go to decide.lua).
  */
@@ -85,16 +85,18 @@ export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
 }
 
 /**
- * Appends a lone decision's keys and argument (algorithms/lone.lua, for a call {@link isLone} accepts): the
- * keys {@link DecideCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
+ * A lone decision's keys and argument (algorithms/lone.lua, for a call {@link isLone} accepts): the keys
+ * {@link DecideCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
  * algorithm, so no id): cost, limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose
  * capacity it is, else the token when there is one (last: it may hold spaces).
  */
-export function appendLoneCall(keys: string[], args: string[], call: RateLimitCall, mode: string): void {
+export function loneCall(call: RateLimitCall, mode: string): { keys: string[]; args: string[] } {
   const { algorithm, cost, params, token } = call;
-  keys.push(call.stateKey, call.blockKey, denyKeyOf(call));
   const packed = `${cost} ${params.limit} ${params.windowMs} ${mode === 'p' ? 'p' : call.blockForMs}`;
-  args.push(algorithm.usesBurst ? `${packed} ${params.burst}` : token === '' ? packed : `${packed} ${token}`);
+  return {
+    keys: [call.stateKey, call.blockKey, denyKeyOf(call)],
+    args: [algorithm.usesBurst ? `${packed} ${params.burst}` : token === '' ? packed : `${packed} ${token}`],
+  };
 }
 
 /** A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag. */

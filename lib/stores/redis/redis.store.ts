@@ -4,11 +4,11 @@ import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
 import {
-  appendLoneCall,
   DecideCall,
   decisionKeyCount,
   explainForeignData,
   isLone,
+  loneCall,
   luaScript,
   MODE_CODE,
   parseDecision,
@@ -265,9 +265,7 @@ export class RedisStore implements RateLimitStore {
     this.queuedPolicies = 0;
     const first = batch[0];
     if (batch.length === 1 && isLone(first.calls, MODE_CODE[first.mode])) {
-      const keys: string[] = [];
-      const args: string[] = [];
-      appendLoneCall(keys, args, first.calls[0], MODE_CODE[first.mode]);
+      const { keys, args } = loneCall(first.calls[0], MODE_CODE[first.mode]);
       // The lone script fails the call on an error (a key of the wrong type) where the batch script reports it in place.
       this.transport
         .evalScript(this.direct!.lone.get(first.calls[0].algorithm.name)!, keys, args)
@@ -421,12 +419,7 @@ interface AloneCall {
 
 /** `calls` as a call of their own, the kind of script found once (it decides the layout and, later, the reply's). */
 function aloneCall(calls: readonly RateLimitCall[], mode: string): AloneCall {
-  if (isLone(calls, mode)) {
-    const keys: string[] = [];
-    const args: string[] = [];
-    appendLoneCall(keys, args, calls[0], mode);
-    return { kind: 'lone', keys, args };
-  }
+  if (isLone(calls, mode)) return { kind: 'lone', ...loneCall(calls[0], mode) };
   const { keys, args } = new DecideCall().add(calls, mode);
   return { kind: calls.length === 1 ? 'single' : 'multi', keys, args };
 }
