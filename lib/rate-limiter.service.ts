@@ -268,7 +268,12 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    */
   private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
     try {
-      const result = this.calls.engine.decideNowOrLater(this.calls.trackerKeys(key), [this.calls.request(policy, options.cost, key)], mode);
+      const { engine } = this.calls;
+      const keys = this.calls.trackerKeys(key);
+      const request = this.calls.request(policy, options.cost, key);
+      const plain = mode === 'consume' ? engine.consumePlain(keys, request) : undefined;
+      if (plain !== undefined) return Promise.resolve(plain);
+      const result = engine.decideNowOrLater(keys, [request], mode);
       return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));
     } catch (error) {
       return Promise.reject(error as Error);

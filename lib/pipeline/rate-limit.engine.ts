@@ -6,8 +6,8 @@ import { RateLimitDenyList } from './deny-list';
 import { RateLimitOverrides } from './override-sync';
 import type {
   DecisionMode,
+  KeySlot,
   RateLimitCall,
-  StateSlot,
   RateLimitStore,
   StoreDecision,
   StoreFallback,
@@ -31,12 +31,7 @@ export interface PolicyRequest {
  * One tracker's keys by key suffix ({@link RateLimitEngine.trackerKeys}): a caller that remembers its trackers
  * keeps this beside them, so a decision finds its keys without looking the tracker up again.
  */
-export type TrackerKeys = StringMemo<TrackerKey>;
-
-/** One key of a tracker, and the slot a store may fill to find the key's entry again (see {@link RateLimitCall.stateSlot}). */
-interface TrackerKey extends StateSlot {
-  readonly key: string;
-}
+export type TrackerKeys = StringMemo<KeySlot>;
 
 /** The outcome of every policy of one request. */
 export interface EngineDecision {
@@ -94,7 +89,7 @@ export class RateLimitEngine {
    * the module prefix plus 164 characters: long trackers are hashed) and the policies' key suffixes.
    */
   private readonly keys = new StringMemo(
-    (trackerPrefix) => new StringMemo<TrackerKey>((suffix) => ({ key: trackerPrefix + suffix, entry: undefined }), undefined, OWN_KEYS),
+    (trackerPrefix) => new StringMemo<KeySlot>((suffix) => ({ key: trackerPrefix + suffix, entry: undefined }), undefined, OWN_KEYS),
     undefined,
     OWN_KEYS,
   );
@@ -162,6 +157,28 @@ export class RateLimitEngine {
     const answer = this.ask(calls, mode);
     if (answer instanceof Promise) return answer.then((result) => this.reported(this.toEngineDecision(requests, calls, result), started));
     return this.reported(this.toEngineDecision(requests, calls, answer), started);
+  }
+
+  /**
+   * A consume of one policy answered at once by an in-process store (see {@link RateLimitStore.consumePlain}),
+   * with no call, verdicts or engine decision made; `undefined` when it needs {@link decideNowOrLater}: a
+   * shadow policy, a lockout or a lease, hooks to tell, or a store without such answers.
+   */
+  consumePlain(keys: TrackerKeys, request: PolicyRequest): RateLimitDecision | undefined {
+    const { store, options } = this;
+    const { compiled } = request;
+    if (
+      store.consumePlain === undefined ||
+      options.hooks?.decision !== undefined ||
+      options.hooks?.nearLimit !== undefined ||
+      compiled.blockForMs > 0 ||
+      compiled.algorithm.name === 'concurrency' ||
+      this.isShadow(compiled)
+    ) {
+      return undefined;
+    }
+    const v = store.consumePlain(keys.get(compiled.stateKeySuffix), compiled.algorithm, request.params, request.cost);
+    return v === undefined ? undefined : toDecision(request, v, v.allowed ? Verdict.Allowed : Verdict.Limited);
   }
 
   /** The deny-list key of a tracker: its key prefix, or its keys. */
@@ -259,7 +276,7 @@ export class RateLimitEngine {
 
   /** Public decisions for store verdicts, one per request. */
   toDecisions(requests: readonly PolicyRequest[], verdicts: readonly StoreVerdict[]): RateLimitDecision[] {
-    return verdicts.map((verdict, i) => toDecision(requests[i], verdict));
+    return verdicts.map((verdict, i) => toDecision(requests[i], verdict, verdict.reason));
   }
 }
 
@@ -267,7 +284,7 @@ export class RateLimitEngine {
  * Maps one store verdict to the public decision shape. (When nothing was charged, the store already
  * reports allowed policies' quota as it stands.)
  */
-function toDecision({ compiled, params }: PolicyRequest, v: StoreVerdict): RateLimitDecision {
+function toDecision({ compiled, params }: PolicyRequest, v: Omit<StoreVerdict, 'reason'>, reason: Verdict): RateLimitDecision {
   const decision: RateLimitDecision = {
     allowed: v.allowed,
     policy: compiled.name,
@@ -278,8 +295,8 @@ function toDecision({ compiled, params }: PolicyRequest, v: StoreVerdict): RateL
     retryAfterMs: v.allowed ? 0 : v.retryAfterMs < 0 ? Infinity : v.retryAfterMs,
   };
   if (compiled.algorithm.name === 'leaky-bucket' && compiled.policy.delay !== false) decision.delayMs = v.allowed ? v.delayMs : 0;
-  const reason = PUBLIC_REASON[v.reason];
-  if (reason) decision.reason = reason;
+  const shown = PUBLIC_REASON[reason];
+  if (shown) decision.reason = shown;
   return decision;
 }
 

@@ -1,4 +1,4 @@
-import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
+import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import type { LockoutEscalation } from '../policy/compile-escalation';
 import type { Verdict } from './verdicts';
 
@@ -16,6 +16,11 @@ export const MAX_POLICIES_PER_DECISION = 8;
 /** See {@link RateLimitCall.stateSlot}: opaque to everyone but the store that fills it. */
 export interface StateSlot {
   entry: unknown;
+}
+
+/** A key, and the slot a store may fill to find its entry again (see {@link RateLimitCall.stateSlot}). */
+export interface KeySlot extends StateSlot {
+  readonly key: string;
 }
 
 /** One policy's part of a decision, fully resolved: what the store needs and nothing else. */
@@ -139,6 +144,17 @@ export interface RateLimitStore {
    * hot path then allocates no promise at all. Absent, or `undefined`: ask {@link decide}.
    */
   decideSync?(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined;
+  /**
+   * A consume of one policy with neither lockout nor lease, decided in-process and charged at once when it
+   * fits: its algorithm's verdict on the state under `state.key`. Absent, or `undefined` (the policy may meet
+   * a deny, a lockout or its capacity): ask {@link decideSync}.
+   */
+  consumePlain?(
+    state: KeySlot,
+    algorithm: RateLimitAlgorithm,
+    params: AlgorithmParams,
+    cost: number,
+  ): AlgorithmVerdict<unknown> | undefined;
   /** Gives back `cost` units per call (count-only-failures), or releases the call's lease (`concurrency`). */
   refund(calls: readonly RateLimitCall[]): Promise<void>;
   /**

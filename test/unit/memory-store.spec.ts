@@ -1,6 +1,6 @@
 /**
  * MemoryStore bounds: at most `maxKeys` states (least recently used evicted first), and expired states
- * swept on later writes without any timer.
+ * swept on later writes without any timer, once the store holds more than a tenth of `maxKeys`.
  */
 import { memoryHarness } from '../support/memory-harness';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
@@ -63,7 +63,8 @@ describe('MemoryStore', () => {
 
   describe('expiry without timers', () => {
     it('expired states are swept by later writes, so the size shrinks once the clock passes their expiry', async () => {
-      const h = memoryHarness();
+      // 500 states are past a tenth of maxKeys, where new keys start sweeping.
+      const h = memoryHarness(1000);
       const short: RateLimitPolicy = { algorithm: 'fixed-window', limit: 5, window: 1000 };
       const long: RateLimitPolicy = { algorithm: 'fixed-window', limit: 5, window: '1h', name: 'long' };
       for (let i = 0; i < 500; i++) await h.limiter.consume(short, `old-${i}`);
@@ -84,7 +85,7 @@ describe('MemoryStore', () => {
       expect(h.store.size).toBe(201); // only the live states are left
     });
 
-    it('an expired state reads as absent and is dropped when read', async () => {
+    it('an expired state reads as absent, and its entry is reused by the next write', async () => {
       const h = memoryHarness();
       const policy: RateLimitPolicy = { algorithm: 'token-bucket', limit: 10, window: 1000 };
       for (let i = 0; i < 10; i++) await h.limiter.consume(policy, 'k');
@@ -92,7 +93,23 @@ describe('MemoryStore', () => {
       expect((await h.limiter.consume(policy, 'k')).allowed).toBe(false);
       h.advance(1001); // the state's TTL (1000 ms, when the bucket is full again) has passed
       expect((await h.limiter.peek(policy, 'k')).remaining).toBe(10);
-      expect(h.store.size).toBe(0);
+      expect(h.store.size).toBe(1);
+      expect((await h.limiter.consume(policy, 'k')).remaining).toBe(9);
+      expect(h.store.size).toBe(1);
+    });
+
+    it('below a tenth of maxKeys, new keys sweep nothing: expired states wait to be reused', async () => {
+      const h = memoryHarness(1000);
+      const short: RateLimitPolicy = { algorithm: 'fixed-window', limit: 5, window: 1000 };
+      for (let i = 0; i < 50; i++) await h.limiter.consume(short, `old-${i}`);
+      h.advance(1001);
+      for (let i = 0; i < 50; i++) await h.limiter.consume(short, `new-${i}`);
+      expect(h.store.size).toBe(100);
+      // Each old key's next decision reads a fresh window from its expired entry, and rewrites it in place.
+      for (let i = 0; i < 50; i++) expect((await h.limiter.consume(short, `old-${i}`)).remaining).toBe(4);
+      expect(h.store.size).toBe(100);
+      await h.limiter.consume(short, 'one-more'); // 101 keys: past a tenth, this write sweeps
+      expect(h.store.size).toBe(101);
     });
 
     it('a state that returns to "no state" is deleted rather than kept', async () => {

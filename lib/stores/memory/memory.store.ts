@@ -1,13 +1,15 @@
-import type { AlgorithmParams, AlgorithmVerdict } from '../../algorithms/algorithm.interface';
+import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 import { LruMap, type LruNode } from '../../shared/lru-map';
 import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from '../lockouts';
 import type {
   DecisionMode,
+  KeySlot,
   OverrideRead,
   OverrideWrite,
   OverrideWriteResult,
   RateLimitCall,
   RateLimitStore,
+  StateSlot,
   StoreDecision,
   StoreVerdict,
 } from '../store.interface';
@@ -92,10 +94,30 @@ export class MemoryStore implements RateLimitStore {
     if (mode === 'consume' && allowed) {
       for (let i = 0; i < calls.length; i++) {
         const charge = charges[i];
-        if (charge) this.writeState(calls[i], charge.next, charge.ttlMs, now);
+        if (charge) this.writeState(calls[i].stateKey, calls[i].stateSlot, charge.next, charge.ttlMs, now);
       }
     } else this.reportUncharged(calls, verdicts, now);
     return { nowMs: now, allowed, verdicts };
+  }
+
+  /**
+   * What {@link decideSync} decides for a consume of one policy that needs nothing but its counter, without a
+   * call, a decision or a verdict to copy (see {@link RateLimitStore.consumePlain}): `undefined` once a deny or
+   * a lockout was ever written, or when the cost exceeds the capacity.
+   */
+  consumePlain(
+    state: KeySlot,
+    algorithm: RateLimitAlgorithm,
+    params: AlgorithmParams,
+    cost: number,
+  ): AlgorithmVerdict<unknown> | undefined {
+    if (this.hasDenials || this.hasLockouts) return undefined;
+    const now = Math.floor(this.clock());
+    const at = paramsAt(params, now);
+    if (cost > (algorithm.usesBurst ? at.burst : at.limit)) return undefined;
+    const v = this.verdict(state.key, state, algorithm, at, cost, '', now);
+    if (v.allowed) this.writeState(state.key, state, v.next, v.ttlMs, now);
+    return v;
   }
 
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
@@ -199,8 +221,7 @@ export class MemoryStore implements RateLimitStore {
     }
     const { algorithm, cost } = call;
     const params = paramsAt(call.params, now);
-    const v = algorithm.check(this.readState(call, now), params, cost, now, call.token);
-    if (v.rewrite) this.writeState(call, v.rewrite.next, v.rewrite.ttlMs, now);
+    const v = this.verdict(call.stateKey, call.stateSlot, algorithm, params, cost, call.token, now);
     const verdict: StoreVerdict = {
       allowed: v.allowed,
       remaining: v.remaining,
@@ -227,6 +248,21 @@ export class MemoryStore implements RateLimitStore {
     return verdict;
   }
 
+  /** The algorithm's verdict on the state under `key`, whose rewrite for changed params (if any) is stored whatever the outcome. */
+  private verdict(
+    key: string,
+    slot: StateSlot | undefined,
+    algorithm: RateLimitAlgorithm,
+    params: AlgorithmParams,
+    cost: number,
+    token: string,
+    now: number,
+  ): AlgorithmVerdict<unknown> {
+    const v = algorithm.check(this.readState(key, slot, now), params, cost, now, token);
+    if (v.rewrite) this.writeState(key, slot, v.rewrite.next, v.rewrite.ttlMs, now);
+    return v;
+  }
+
   /** As decide.lua: when nothing was charged, policies that allowed report their quota as it stands. */
   private reportUncharged(calls: readonly RateLimitCall[], verdicts: StoreVerdict[], now: number): void {
     calls.forEach((call, i) => {
@@ -236,49 +272,42 @@ export class MemoryStore implements RateLimitStore {
     });
   }
 
-  /** The live value under `key`; `touch` marks it most recently used. */
+  /** The live value under `key` (an expired one stays, see {@link readState}); `touch` marks it most recently used. */
   private read(key: string, now: number, touch = false): unknown {
     const entry = this.entries.getNode(key, touch);
-    if (!entry) return undefined;
-    if (now > entry.expiresAt) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return entry.value;
+    return entry === undefined || now > entry.expiresAt ? undefined : entry.value;
   }
 
   /**
-   * The entry of `call`'s state key, made the most recently used: the one its slot holds while that is still
-   * this store's, else looked up (and the slot filled), so a tracker's next decision makes no lookup.
+   * The entry of state key `key`, made the most recently used: the one `slot` holds while that is still this
+   * store's, else looked up (and the slot filled), so a tracker's next decision makes no lookup.
    */
-  private stateEntry(call: RateLimitCall): LruNode<unknown> | undefined {
-    const slot = call.stateSlot;
+  private stateEntry(key: string, slot: StateSlot | undefined): LruNode<unknown> | undefined {
     const held = slot?.entry as LruNode<unknown> | undefined;
     if (held !== undefined && this.entries.holds(held)) {
       this.entries.touch(held);
       return held;
     }
-    const entry = this.entries.getNode(call.stateKey, true);
+    const entry = this.entries.getNode(key, true);
     if (slot !== undefined && entry !== undefined) slot.entry = entry;
     return entry;
   }
 
-  /** The live state of `call` (see {@link stateEntry}). */
-  private readState(call: RateLimitCall, now: number): unknown {
-    const entry = this.stateEntry(call);
-    if (!entry) return undefined;
-    if (now > entry.expiresAt) {
-      this.entries.delete(call.stateKey);
-      return undefined;
-    }
-    return entry.value;
+  /**
+   * The live state under `key` (see {@link stateEntry}). An expired entry stays, as Redis keeps an expired key
+   * until something removes it: the decision's write reuses it in place, and the sweep or `maxKeys` drops it
+   * otherwise. (A short-lived state, such as a bucket that refills within a millisecond, would else cost a
+   * delete and an insert on every decision.)
+   */
+  private readState(key: string, slot: StateSlot | undefined, now: number): unknown {
+    const entry = this.stateEntry(key, slot);
+    return entry === undefined || now > entry.expiresAt ? undefined : entry.value;
   }
 
-  /** Stores `call`'s state for `ttlMs` (0 or no value = delete), through its slot as {@link stateEntry}. */
-  private writeState(call: RateLimitCall, value: unknown, ttlMs: number, now: number): void {
-    const slot = call.stateSlot;
+  /** Stores the state under `key` for `ttlMs` (0 or no value = delete), through `slot` as {@link stateEntry}. */
+  private writeState(key: string, slot: StateSlot | undefined, value: unknown, ttlMs: number, now: number): void {
     const held = slot?.entry as LruNode<unknown> | undefined;
-    const entry = this.write(call.stateKey, value, ttlMs, now, held !== undefined && this.entries.holds(held) ? held : undefined);
+    const entry = this.write(key, value, ttlMs, now, held !== undefined && this.entries.holds(held) ? held : undefined);
     if (slot !== undefined) slot.entry = entry;
   }
 
@@ -305,10 +334,12 @@ export class MemoryStore implements RateLimitStore {
 
   /**
    * Drops a few expired entries from the least recently used end, and evicts past `maxKeys`: on each new key,
-   * the only write that grows the store (an update in place leaves the cold end alone).
+   * the only write that grows the store (an update in place leaves the cold end alone). Below a tenth of
+   * `maxKeys` nothing is swept: there an expired entry costs less kept for its key's next write than dropped
+   * and made again.
    */
   private sweep(now: number): void {
-    this.entries.pruneExpired(SWEEP_BATCH, now);
+    if (this.entries.size > this.maxKeys / 10) this.entries.pruneExpired(SWEEP_BATCH, now);
     while (this.entries.size > this.maxKeys) this.entries.delete(this.entries.oldest()!);
   }
 }
