@@ -6,7 +6,9 @@
  * How: each step of a random trace sleeps `gapMs` (real time), runs on Redis, then is replayed on a
  * MemoryStore whose clock returns exactly the `nowMs` the Redis script reported. Single-policy traces for
  * each of the seven algorithms, and multi-policy traces (2-3 policies of mixed algorithms in one call,
- * all-or-nothing).
+ * all-or-nothing). A consume of one policy is replayed twice: through the store's full decision, which the
+ * guard takes, and through its plain path (`consumePlain`), which `RateLimiterService.consume` takes; both
+ * must give Redis's verdict.
  *
  * Refunds: `store.refund` does not report the time its script used. We bracket it with a `TIME` sent just
  * before and one sent just after on the same connection (Redis runs one connection's commands in order, so
@@ -30,7 +32,8 @@ import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import type { LruMap } from '../../lib/shared/lru-map';
 import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { RedisClient } from '../../lib/interfaces/client-types';
-import type { RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
+import type { KeySlot, RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
+import { Verdict } from '../../lib/stores/verdicts';
 import { compilePolicy } from '../../lib/policy/compile-policy';
 import { trackerKeyPrefix } from '../../lib/shared/keys';
 import { REDIS_CLIENTS, type RedisClientKind } from '../support/redis-clients';
@@ -158,25 +161,50 @@ interface TraceEvent {
 }
 
 /**
- * Replays `events` on a fresh memory store, event k at `chosen[k]`. Returns the last decision and a
- * fingerprint of the store's entries (value and expiry), so that worlds in the same state merge.
+ * Replays `events` on a fresh memory store, event k at `chosen[k]`; with `plain`, a consume of one call goes
+ * through the store's plain path when it takes it. Returns the last decision and a fingerprint of the store's
+ * live entries (value and expiry), so that worlds in the same state merge.
  */
-async function replay(events: readonly TraceEvent[], chosen: readonly number[]): Promise<{ last?: StoreDecision; state: string }> {
+async function replay(
+  events: readonly TraceEvent[],
+  chosen: readonly number[],
+  plain = false,
+): Promise<{ last?: StoreDecision; state: string }> {
   let clock = 0;
   const memory = new MemoryStore({ clock: () => clock });
+  const slots = new Map<string, KeySlot>();
   let last: StoreDecision | undefined;
   for (let k = 0; k < events.length; k++) {
     clock = chosen[k];
     const event = events[k];
     if (event.kind === 'refund') await memory.refund(event.calls);
-    else last = await memory.decide(event.calls, event.kind);
+    else if (plain && event.kind === 'consume' && event.calls.length === 1) {
+      last = consumePlain(memory, slots, event.calls[0], clock) ?? (await memory.decide(event.calls, event.kind));
+    } else last = await memory.decide(event.calls, event.kind);
   }
   // Test-only peek at the private map: the state is all that matters for what the store decides next.
   const entries = (memory as unknown as { entries: LruMap<unknown> }).entries;
   const fingerprint = [...entries]
+    .filter(([key]) => clock <= entries.getNode(key)!.expiresAt)
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([key, value]) => [key, value, entries.getNode(key)!.expiresAt]);
   return { last, state: JSON.stringify(fingerprint) };
+}
+
+/**
+ * `call` consumed through the memory store's plain path, as `RateLimitEngine.consumePlain` asks it (a policy
+ * with no lockout or lease; the tracker's slot kept between calls), as a store decision; `undefined` when
+ * the path declines it.
+ */
+function consumePlain(memory: MemoryStore, slots: Map<string, KeySlot>, call: RateLimitCall, now: number): StoreDecision | undefined {
+  if (call.blockForMs > 0 || call.algorithm.name === 'concurrency') return undefined;
+  let slot = slots.get(call.stateKey);
+  if (slot === undefined) slots.set(call.stateKey, (slot = { key: call.stateKey, entry: undefined }));
+  const v = memory.consumePlain(slot, call.algorithm, call.params, call.cost);
+  if (v === undefined) return undefined;
+  const { allowed, remaining, resetMs, retryAfterMs, delayMs, moreQuotaMs } = v;
+  const reason = allowed ? Verdict.Allowed : Verdict.Limited;
+  return { nowMs: now, allowed, verdicts: [{ allowed, remaining, resetMs, retryAfterMs, delayMs, moreQuotaMs, reason }] };
 }
 
 /** Keeps one world per distinct store state. */
@@ -245,8 +273,13 @@ async function runTrace(kind: RedisClientKind, specs: PolicySpec[], steps: Step[
     const survivors: number[][] = [];
     let firstMismatch: { diff: string; fromMemory: StoreDecision } | undefined;
     for (const world of worlds) {
-      const fromMemory = (await replay(events, world)).last!;
-      const diff = difference(specs, fromRedis, fromMemory);
+      let fromMemory = (await replay(events, world)).last!;
+      let diff = difference(specs, fromRedis, fromMemory);
+      if (diff === undefined && step.op === 'consume' && calls.length === 1) {
+        fromMemory = (await replay(events, world, true)).last!;
+        diff = difference(specs, fromRedis, fromMemory);
+        if (diff !== undefined) diff += ', through the plain path';
+      }
       if (diff === undefined) survivors.push(world);
       else firstMismatch ??= { diff, fromMemory };
     }
