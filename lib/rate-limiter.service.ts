@@ -269,11 +269,11 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
     try {
       const { engine } = this.calls;
-      const keys = this.calls.trackerKeys(key);
+      const known = this.calls.serviceKey(key);
       const request = this.calls.request(policy, options.cost, key);
-      const plain = mode === 'consume' ? engine.consumePlain(keys, request) : undefined;
+      const plain = mode === 'consume' ? engine.consumePlain(this.calls.stateSlot(known, request.compiled), request) : undefined;
       if (plain !== undefined) return Promise.resolve(plain);
-      const result = engine.decideNowOrLater(keys, [request], mode);
+      const result = engine.decideNowOrLater(known.keys, [request], mode);
       return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));
     } catch (error) {
       return Promise.reject(error as Error);

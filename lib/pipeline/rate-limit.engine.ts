@@ -160,11 +160,12 @@ export class RateLimitEngine {
   }
 
   /**
-   * A consume of one policy answered at once by an in-process store (see {@link RateLimitStore.consumePlain}),
-   * with no call, verdicts or engine decision made; `undefined` when it needs {@link decideNowOrLater}: a
-   * shadow policy, a lockout or a lease, hooks to tell, or a store without such answers.
+   * A consume of one policy, whose state key is `state`, answered at once by an in-process store (see
+   * {@link RateLimitStore.consumePlain}), with no call, verdicts or engine decision made; `undefined` when it
+   * needs {@link decideNowOrLater}: a shadow policy, a lockout or a lease, hooks to tell, or a store without
+   * such answers.
    */
-  consumePlain(keys: TrackerKeys, request: PolicyRequest): RateLimitDecision | undefined {
+  consumePlain(state: KeySlot, request: PolicyRequest): RateLimitDecision | undefined {
     const { store, options } = this;
     const { compiled } = request;
     if (
@@ -177,7 +178,7 @@ export class RateLimitEngine {
     ) {
       return undefined;
     }
-    const v = store.consumePlain(keys.get(compiled.stateKeySuffix), compiled.algorithm, request.params, request.cost);
+    const v = store.consumePlain(state, compiled.algorithm, request.params, request.cost);
     return v === undefined ? undefined : toDecision(request, v, v.allowed ? Verdict.Allowed : Verdict.Limited);
   }
 

@@ -12,7 +12,7 @@ import { describeValue } from '../shared/describe-value';
 import { trackerKeyPrefix } from '../shared/keys';
 import { LruMap } from '../shared/lru-map';
 import { StringMemo } from '../shared/string-memo';
-import type { RateLimitCall } from '../stores/store.interface';
+import type { KeySlot, RateLimitCall } from '../stores/store.interface';
 
 /** Counters of programmatic calls live under this scope unless the policy sets `scope`. */
 const SERVICE_SCOPE = 'svc';
@@ -21,10 +21,15 @@ const MAX_NAMED = 1_000;
 /** The tracker namespaces a key may name (see {@link serviceTracker}). */
 const TRACKER_NAMESPACES = ['ip:', 'user:', 'rpc:', 'by:'] as const;
 
-/** A service key as a tracker, its keys (under `<prefix>:{<tracker>}:`), and the runtime overrides it matched. */
-interface ServiceKey extends TrackerOverrides {
+/**
+ * A service key as a tracker, its keys (under `<prefix>:{<tracker>}:`), the runtime overrides it matched, and
+ * the state key it was last decided on (see {@link ServiceCalls.stateSlot}).
+ */
+export interface ServiceKey extends TrackerOverrides {
   readonly tracker: string;
   readonly keys: TrackerKeys;
+  lastSuffix: string | undefined;
+  lastSlot: KeySlot | undefined;
 }
 
 /**
@@ -53,7 +58,8 @@ export class ServiceCalls {
     this.compiled = new PolicyCache((policy) => this.learn(compilePolicy(policy, registry, 'RateLimiterService', SERVICE_SCOPE)));
     this.trackers = new StringMemo((key) => {
       const tracker = serviceTracker(key, ipv6Subnet);
-      return { tracker, keys: engine.trackerKeys(trackerKeyPrefix(prefix, tracker)), ...noOverridesMatched() };
+      const keys = engine.trackerKeys(trackerKeyPrefix(prefix, tracker));
+      return { tracker, keys, lastSuffix: undefined, lastSlot: undefined, ...noOverridesMatched() };
     });
   }
 
@@ -73,8 +79,26 @@ export class ServiceCalls {
 
   /** The keys of tracker `key` (`<prefix>:{<tracker>}:…`), kept with the tracker: the engine need not find it again. */
   trackerKeys(key: string): TrackerKeys {
+    return this.serviceKey(key).keys;
+  }
+
+  /** Tracker `key` as these calls remember it. */
+  serviceKey(key: string): ServiceKey {
     assertKey(key);
-    return this.trackers.get(key).keys;
+    return this.trackers.get(key);
+  }
+
+  /**
+   * The state key of `compiled` for `known`, with its slot: the last one asked is kept on the tracker, so a
+   * call site deciding one policy finds it without looking among the tracker's keys.
+   */
+  stateSlot(known: ServiceKey, compiled: CompiledPolicy): KeySlot {
+    const suffix = compiled.stateKeySuffix;
+    if (known.lastSuffix === suffix) return known.lastSlot!;
+    const slot = known.keys.get(suffix);
+    known.lastSuffix = suffix;
+    known.lastSlot = slot;
+    return slot;
   }
 
   /** The tracker `key` names (see {@link serviceTracker}). */

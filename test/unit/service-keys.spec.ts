@@ -184,6 +184,19 @@ describe('RateLimiterService keys on the memory store', () => {
     expect(await remainingAt('ip:127.0.0.1')).toBe(1);
   });
 
+  it('one tracker decided on several policies in turn keeps a counter per policy', async () => {
+    const { limiter, remainingAt } = setup();
+    const other: RateLimitPolicy = { algorithm: 'gcra', limit: 5, window: '1h', name: 'q' };
+    const third: RateLimitPolicy = { algorithm: 'fixed-window', limit: 4, window: '1h', name: 'r' };
+    const seen: number[] = [];
+    for (const policy of [POLICY, other, POLICY, POLICY, third, other, POLICY])
+      seen.push((await limiter.consume(policy, 'acme')).remaining);
+    expect(seen).toEqual([2, 4, 1, 0, 3, 3, 0]);
+    expect(await remainingAt('by:acme')).toBe(0);
+    expect((await limiter.peek(other, 'acme')).remaining).toBe(3);
+    expect((await limiter.peek(third, 'acme')).remaining).toBe(3);
+  });
+
   it('deny: a bare address is refused; ip: denies the client at that address, not a by value', async () => {
     const { limiter } = setup();
     const refused = await limiter.deny('127.0.0.1', '1h').catch((e: unknown) => e);
