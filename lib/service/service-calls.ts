@@ -45,6 +45,8 @@ export class ServiceCalls {
   /** The policy these calls compiled last under each name (at most 1,000 names): what runtime overrides may name too. */
   private readonly named = new LruMap<CompiledPolicy>();
   private readonly ipv6Subnet: number;
+  /** The last request made (requests are never changed once made): a call site deciding one policy reuses it. */
+  private lastRequest: PolicyRequest | undefined;
   /** Set when the module is about to close the store: no call reaches it any more. */
   private closed = false;
 
@@ -149,7 +151,12 @@ export class ServiceCalls {
    */
   request(policy: RateLimitPolicy, cost: number | undefined, key?: string): PolicyRequest {
     const compiled = this.staticPolicy(policy);
-    const request: PolicyRequest = { compiled, params: compiled.staticParams!, cost: this.units(compiled, cost) };
+    const params = compiled.staticParams!;
+    const units = this.units(compiled, cost);
+    let request = this.lastRequest;
+    if (request === undefined || request.compiled !== compiled || request.params !== params || request.cost !== units) {
+      request = this.lastRequest = { compiled, params, cost: units };
+    }
     return key === undefined ? request : this.overridden(request, key);
   }
 
