@@ -6,9 +6,6 @@ interface Node<V> {
   expiresAt: number;
   /** The map holding the node; undefined once deleted (see {@link LruMap.holds}). */
   map: LruMap<V> | undefined;
-  /** The map's use count at the node's last use, and at its last move to the newest end (see {@link LruMap.mark}). */
-  usedAt: number;
-  movedAt: number;
   prev: Node<V> | undefined;
   next: Node<V> | undefined;
 }
@@ -25,8 +22,6 @@ export class LruMap<V> {
   private readonly nodes = new Map<string, Node<V>>();
   private oldestNode: Node<V> | undefined;
   private newestNode: Node<V> | undefined;
-  /** Uses so far: each use stamps its node with the next value. */
-  private uses = 0;
 
   get size(): number {
     return this.nodes.size;
@@ -51,45 +46,10 @@ export class LruMap<V> {
 
   /** Makes `node` (one {@link holds}) the most recently used. */
   touch(node: LruNode<V>): void {
-    const n = node as Node<V>;
-    n.usedAt = n.movedAt = ++this.uses;
-    if (n !== this.newestNode) {
-      this.unlink(n);
-      this.append(n);
+    if (node !== this.newestNode) {
+      this.unlink(node as Node<V>);
+      this.append(node as Node<V>);
     }
-  }
-
-  /**
-   * Records a use of `node` (one {@link holds}) without moving it, so its neighbours are not written: for a map
-   * that evicts with {@link evictLeastRecent}, which reads the uses. ({@link oldest} does not: it sees the
-   * order of moves only.)
-   */
-  mark(node: LruNode<V>): void {
-    (node as Node<V>).usedAt = ++this.uses;
-  }
-
-  /**
-   * Deletes the least recently used of the `sample` entries moved longest ago: on the way from the oldest end,
-   * an entry used since its last move goes to the newest end, to be judged by its use when reached again. Of a
-   * map no larger than `sample`, exactly the least recently used; of a larger one, nearly (as Redis samples
-   * its keys). Each entry moves at most once per call.
-   */
-  evictLeastRecent(sample: number): void {
-    let victim: Node<V> | undefined;
-    let seen = 0;
-    for (let node = this.oldestNode; node !== undefined && seen < sample;) {
-      const next = node.next;
-      if (node.usedAt > node.movedAt && next !== undefined) {
-        node.movedAt = node.usedAt;
-        this.unlink(node);
-        this.append(node);
-      } else {
-        if (victim === undefined || node.usedAt < victim.usedAt) victim = node;
-        seen++;
-      }
-      node = next;
-    }
-    if (victim !== undefined) this.delete(victim.key);
   }
 
   /** Stores `value` as the most recently used (a key already present keeps its node: no map churn). */
@@ -101,8 +61,7 @@ export class LruMap<V> {
       this.touch(node);
       return node;
     }
-    const used = ++this.uses;
-    const added: Node<V> = { key, value, expiresAt, map: this, usedAt: used, movedAt: used, prev: undefined, next: undefined };
+    const added: Node<V> = { key, value, expiresAt, map: this, prev: undefined, next: undefined };
     this.nodes.set(key, added);
     this.append(added);
     return added;

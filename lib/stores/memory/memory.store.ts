@@ -22,9 +22,7 @@ export type RateLimitClock = () => number;
 export interface MemoryStoreOptions {
   /**
    * Most trackers' states kept at once; past it, the least recently used are evicted (their quota
-   * restarts full), so a flood of distinct keys cannot grow memory without bound. Of a larger store, an
-   * eviction takes the least recently used of the 16 entries that have gone longest without being moved to
-   * the recent end (as Redis samples keys), so a use writes its own entry only.
+   * restarts full), so a flood of distinct keys cannot grow memory without bound.
    * @default 100_000
    */
   maxKeys?: number;
@@ -34,8 +32,6 @@ export interface MemoryStoreOptions {
 
 /** Entries examined per write by the incremental sweep (no timer per key, no timer at all). */
 const SWEEP_BATCH = 8;
-/** Entries an eviction compares (see {@link LruMap.evictLeastRecent}): a store of at most this many evicts exactly the least recently used. */
-const EVICTION_SAMPLE = 16;
 
 /**
  * The in-process store: runs each algorithm's TypeScript twin with exactly the steps the Lua dispatcher
@@ -280,25 +276,22 @@ export class MemoryStore implements RateLimitStore {
 
   /** The live value under `key` (an expired one stays, see {@link readState}); `touch` marks it most recently used. */
   private read(key: string, now: number, touch = false): unknown {
-    const entry = this.entries.getNode(key);
-    if (touch && entry !== undefined) this.entries.mark(entry);
+    const entry = this.entries.getNode(key, touch);
     return entry === undefined || now > entry.expiresAt ? undefined : entry.value;
   }
 
   /**
-   * The entry of state key `key`, marked as used: the one `slot` holds while that is still this
+   * The entry of state key `key`, made the most recently used: the one `slot` holds while that is still this
    * store's, else looked up (and the slot filled), so a tracker's next decision makes no lookup.
    */
   private stateEntry(key: string, slot: StateSlot | undefined): LruNode<unknown> | undefined {
     const held = slot?.entry as LruNode<unknown> | undefined;
     if (held !== undefined && this.entries.holds(held)) {
-      this.entries.mark(held);
+      this.entries.touch(held);
       return held;
     }
-    const entry = this.entries.getNode(key);
-    if (entry === undefined) return undefined;
-    this.entries.mark(entry);
-    if (slot !== undefined) slot.entry = entry;
+    const entry = this.entries.getNode(key, true);
+    if (slot !== undefined && entry !== undefined) slot.entry = entry;
     return entry;
   }
 
@@ -333,7 +326,7 @@ export class MemoryStore implements RateLimitStore {
     if (found) {
       found.value = value;
       found.expiresAt = now + ttlMs;
-      this.entries.mark(found);
+      this.entries.touch(found);
       return found;
     }
     const added = this.entries.set(key, value, now + ttlMs);
@@ -349,7 +342,7 @@ export class MemoryStore implements RateLimitStore {
    */
   private sweep(now: number): void {
     if (this.entries.size > this.maxKeys / 10) this.entries.pruneExpired(SWEEP_BATCH, now);
-    while (this.entries.size > this.maxKeys) this.entries.evictLeastRecent(EVICTION_SAMPLE);
+    while (this.entries.size > this.maxKeys) this.entries.delete(this.entries.oldest()!);
   }
 }
 
