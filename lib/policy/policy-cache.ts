@@ -33,9 +33,6 @@ export interface PolicyCacheOptions {
  */
 export class PolicyCache {
   private readonly byIdentity = new WeakMap<RateLimitPolicy, CompiledPolicy>();
-  /** The policy object of the last call and what it compiled to, checked before the `WeakMap`: a hot call site reuses one. */
-  private lastPolicy: RateLimitPolicy | undefined;
-  private lastCompiled: CompiledPolicy | undefined;
   private readonly byContent = new LruMap<CompiledPolicy>();
   private readonly maxContentEntries: number;
 
@@ -50,8 +47,8 @@ export class PolicyCache {
   /** The compiled form of `policy`, compiled now if neither its content nor its identity is known. */
   get(policy: RateLimitPolicy): CompiledPolicy {
     // A reused object whose fields are still those it was compiled from: no content key to build.
-    const known = policy === this.lastPolicy ? this.lastCompiled : this.byIdentity.get(policy);
-    if (known !== undefined && (known.policy === policy || sameFields(policy, known.policy))) return this.remember(policy, known);
+    const known = this.byIdentity.get(policy);
+    if (known !== undefined && (known.policy === policy || sameFields(policy, known.policy))) return known;
     const key = contentKey(policy);
     if (key === undefined) return this.byObject(policy);
     let compiled = this.byContent.get(key, true);
@@ -61,12 +58,6 @@ export class PolicyCache {
       this.byContent.set(key, compiled);
     }
     this.byIdentity.set(policy, compiled);
-    return this.remember(policy, compiled);
-  }
-
-  private remember(policy: RateLimitPolicy, compiled: CompiledPolicy): CompiledPolicy {
-    this.lastPolicy = policy;
-    this.lastCompiled = compiled;
     return compiled;
   }
 
@@ -76,7 +67,7 @@ export class PolicyCache {
       compiled = this.compile(policy);
       this.byIdentity.set(policy, compiled);
     }
-    return this.remember(policy, compiled);
+    return compiled;
   }
 }
 
