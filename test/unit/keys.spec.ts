@@ -79,6 +79,21 @@ describe('encodeTracker', () => {
     for (const t of ['127.0.0.1', 'user-42', 'alice@example.com', 'A_b.c-D', 'a'.repeat(128), '0']) expect(encodeTracker(t)).toBe(t);
   });
 
+  it('keeps a tracker as it is exactly when it is 1–128 of A-Za-z0-9._@-, and encodes only the colons of 1–53 with colons', () => {
+    for (let code = 0; code < 0x80; code++) {
+      const tracker = `a${String.fromCharCode(code)}b`;
+      const safe = /^[A-Za-z0-9._@-]+$/.test(tracker);
+      const encoded = encodeTracker(tracker);
+      if (safe) expect(encoded).toBe(tracker);
+      else if (code === 0x3a) expect(encoded).toBe('a%3Ab');
+      else expect(encoded).not.toBe(tracker);
+    }
+    expect(encodeTracker(`${'a'.repeat(51)}:b`)).toBe(`${'a'.repeat(51)}%3Ab`);
+    expect(encodeTracker(`${'a'.repeat(52)}:b`)).toBe(`${'a'.repeat(52)}%3Ab`);
+    expect(encodeTracker('a'.repeat(129))).toBe('a'.repeat(129));
+    expect(encodeTracker('')).toBe('');
+  });
+
   it('percent-encodes every character that could change the key layout or slot', () => {
     expect(encodeTracker('a:b')).toBe('a%3Ab');
     expect(encodeTracker('a%3Ab')).toBe('a%253Ab');
