@@ -271,7 +271,10 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
       const { engine } = this.calls;
       const known = this.calls.serviceKey(key);
       const request = this.calls.request(policy, options.cost, key);
-      const plain = mode === 'consume' ? engine.consumePlain(this.calls.stateSlot(known, request.compiled), request) : undefined;
+      const plain =
+        mode === 'consume' && engine.takesPlain(request)
+          ? engine.consumePlain(this.calls.stateSlot(known, request.compiled), request)
+          : undefined;
       if (plain !== undefined) return Promise.resolve(plain);
       const result = engine.decideNowOrLater(known.keys, [request], mode);
       return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));

@@ -10,8 +10,8 @@
     KEYS  2n + 1: per policy, its state key and its lockout key; then the tracker's deny key (all of one
           decision share one {hash tag})
     ARGV  [1] one JSON array: first the call's distinct policy shapes, each an array of six values, then every
-          decision of the call, flat, each 2 + 2n values (cjson then makes one table per shape and one for the
-          whole call: an array per decision, its mode and token as strings, cost Redis twice as much per decision)
+          decision of the call, flat, each 2 + 2n values, so cjson makes one table per shape and one for the
+          call (a table per decision, with its mode and token as strings, cost Redis twice as much per decision)
           a shape: [1] algorithm id (ALG index)   [2] cost (units; negative: a concurrency renewal)
                    [3] limit (units per window)  [4] window (ms; a calendar window: its four period starts, ms)
                    [5] burst (units: the capacity of token-bucket, gcra and leaky-bucket; the others ignore it)

@@ -160,25 +160,29 @@ export class RateLimitEngine {
   }
 
   /**
-   * A consume of one policy, whose state key is `state`, answered at once by an in-process store (see
-   * {@link RateLimitStore.consumePlain}), with no call, verdicts or engine decision made; `undefined` when it
-   * needs {@link decideNowOrLater}: a shadow policy, a lockout or a lease, hooks to tell, or a store without
-   * such answers.
+   * Whether {@link consumePlain} may answer a consume of `request`: the store answers in-process (see
+   * {@link RateLimitStore.consumePlain}), and the policy needs nothing but its counter (no shadow mode, no
+   * lockout, no lease) nor the decision any hook.
+   */
+  takesPlain({ compiled }: PolicyRequest): boolean {
+    const { hooks } = this.options;
+    return (
+      this.store.consumePlain !== undefined &&
+      hooks?.decision === undefined &&
+      hooks?.nearLimit === undefined &&
+      compiled.blockForMs === 0 &&
+      compiled.algorithm.name !== 'concurrency' &&
+      !this.isShadow(compiled)
+    );
+  }
+
+  /**
+   * A consume of one policy that {@link takesPlain}, whose state key is `state`, answered at once by the store
+   * with no call, verdicts or engine decision made; `undefined` when the store declines it (a deny or lockout
+   * exists, the cost exceeds the capacity): then ask {@link decideNowOrLater}.
    */
   consumePlain(state: KeySlot, request: PolicyRequest): RateLimitDecision | undefined {
-    const { store, options } = this;
-    const { compiled } = request;
-    if (
-      store.consumePlain === undefined ||
-      options.hooks?.decision !== undefined ||
-      options.hooks?.nearLimit !== undefined ||
-      compiled.blockForMs > 0 ||
-      compiled.algorithm.name === 'concurrency' ||
-      this.isShadow(compiled)
-    ) {
-      return undefined;
-    }
-    const v = store.consumePlain(state, compiled.algorithm, request.params, request.cost);
+    const v = this.store.consumePlain!(state, request.compiled.algorithm, request.params, request.cost);
     return v === undefined ? undefined : toDecision(request, v, v.allowed ? Verdict.Allowed : Verdict.Limited);
   }
 

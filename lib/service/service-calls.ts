@@ -105,8 +105,7 @@ export class ServiceCalls {
 
   /** The tracker `key` names (see {@link serviceTracker}). */
   tracker(key: string): string {
-    assertKey(key);
-    return this.trackers.get(key).tracker;
+    return this.serviceKey(key).tracker;
   }
 
   /** The policy these calls compiled last under `name`, if any. */
@@ -164,8 +163,7 @@ export class ServiceCalls {
   overridden(request: PolicyRequest, key: string): PolicyRequest {
     const { overrides } = this.engine;
     if (!overrides.active) return request;
-    assertKey(key);
-    const known = this.trackers.get(key);
+    const known = this.serviceKey(key);
     const entry = overrides.matchFor(known, request.compiled.name, known.tracker);
     return entry === undefined ? request : { ...request, params: overrides.params(request.compiled, request.params, entry) };
   }

@@ -276,8 +276,7 @@ export class MemoryStore implements RateLimitStore {
 
   /** The live value under `key` (an expired one stays, see {@link readState}); `touch` marks it most recently used. */
   private read(key: string, now: number, touch = false): unknown {
-    const entry = this.entries.getNode(key, touch);
-    return entry === undefined || now > entry.expiresAt ? undefined : entry.value;
+    return liveValue(this.entries.getNode(key, touch), now);
   }
 
   /**
@@ -302,8 +301,7 @@ export class MemoryStore implements RateLimitStore {
    * delete and an insert on every decision.)
    */
   private readState(key: string, slot: StateSlot | undefined, now: number): unknown {
-    const entry = this.stateEntry(key, slot);
-    return entry === undefined || now > entry.expiresAt ? undefined : entry.value;
+    return liveValue(this.stateEntry(key, slot), now);
   }
 
   /** Stores the state under `key` for `ttlMs` (0 or no value = delete), through `slot` as {@link stateEntry}. */
@@ -344,6 +342,11 @@ export class MemoryStore implements RateLimitStore {
     if (this.entries.size > this.maxKeys / 10) this.entries.pruneExpired(SWEEP_BATCH, now);
     while (this.entries.size > this.maxKeys) this.entries.delete(this.entries.oldest()!);
   }
+}
+
+/** The value of `entry` unless it has expired by `now` (as Redis expires keys: gone once `now > expiresAt`). */
+function liveValue(entry: LruNode<unknown> | undefined, now: number): unknown {
+  return entry === undefined || now > entry.expiresAt ? undefined : entry.value;
 }
 
 /**
