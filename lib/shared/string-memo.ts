@@ -35,9 +35,9 @@ export interface StringMemoOptions {
  * order to keep). So a working set that fits stays, and gets back in after a flood; keys seen once (a
  * million clients, a scan) are not held, but for about one in twenty-six that the filter mistakes for a
  * repeat: holding them cost more than building them (they outlive young-generation collections, then must
- * be marked and swept); and a cycle of keys more than twice the memo's size leaves what it holds alone. While fewer than a tenth of lookups hit, only one call in
- * eight looks the key up (the others build the value as if there were no memo); the lookups that remain
- * notice when keys come back.
+ * be marked and swept); and a cycle of keys more than twice the memo's size leaves what it holds alone. Once
+ * the memo has been full, while fewer than a tenth of lookups hit, only one call in eight looks the key up
+ * (the others build the value as if there were no memo); the lookups that remain notice when keys come back.
  *
  * Bounded in bytes, whatever clients send: at most `maxSize` keys of at most `maxKeyLength` characters,
  * each held as its own copy (a key sliced out of a larger string, such as one X-Forwarded-For entry, would
@@ -103,9 +103,13 @@ export class StringMemo<V> {
     return this.ownKeys ? key : ownCopy(key);
   }
 
-  /** Reads the hit rate of the last {@link WINDOW} lookups: below a tenth, most calls stop looking. */
+  /**
+   * Reads the hit rate of the last {@link WINDOW} lookups: below a tenth, most calls stop looking, once the memo
+   * has been full. Until then every miss is taken, so a call that did not look would leave its key out, and a
+   * new working set would take several rounds to be found (each of its calls building its value meanwhile).
+   */
   private judge(): void {
-    this.lookEvery = this.hits < PROBE_BELOW ? PROBE_EVERY : 1;
+    this.lookEvery = this.hits < PROBE_BELOW && this.seen !== undefined ? PROBE_EVERY : 1;
     this.untilLook = 1;
     this.lookups = this.hits = 0;
   }
@@ -189,5 +193,7 @@ class SeenFilter {
  * allocates one flat string and copies into it, and a flat key also compares faster on every lookup.
  */
 function ownCopy(key: string): string {
+  // Shorter strings are always flat copies in V8 (no slice or concatenation is kept below 13 characters).
+  if (key.length < 13) return key;
   return [key[0], key.slice(1)].join('');
 }

@@ -135,10 +135,22 @@ describe('StringMemo', () => {
     expect(made.filter((key) => key === 'first-0')).toHaveLength(2);
   });
 
-  it('stops looking most keys up while nearly none are found, and looks every key up again once they are', () => {
+  it('looks every key up while it has room: a new working set is found from its second round on', () => {
+    const { memo, made } = recording(10_000);
+    const working = Array.from({ length: 5_000 }, (_, i) => `user-${i}`);
+    // The first round misses every key, five windows of lookups without a hit; each miss is taken.
+    for (const key of working) memo.get(key);
+    const before = made.length;
+    for (const key of working) memo.get(key);
+    expect(made.length).toBe(before);
+  });
+
+  it('once full, stops looking most keys up while nearly none are found, and looks every key up again once they are', () => {
     const { memo, made } = recording(10_000);
     const held = Array.from({ length: 10 }, (_, i) => `held-${i}`);
     for (const key of held) memo.get(key);
+    // Full: the memo holds 10,000 keys, the held ones among them.
+    for (let i = 0; i < 10_000 - held.length; i++) memo.get(`fill-${i}`);
     // Two windows of 1,024 lookups without a hit: the second one looks up one call in eight.
     for (let i = 0; i < 1_024 + 8 * 1_024; i++) memo.get(`scan-${i}`);
     const before = made.length;
