@@ -71,7 +71,7 @@ async function instance(options: RateLimitModuleOptions, overrides: number): Pro
     plan,
     context: {} as ExecutionContext,
     engine,
-    trackers: routeTrackers(engine, options.prefix),
+    trackers: routeTrackers(options.prefix),
     ips: new IpTrackers(64),
     deadlines: new UserFunctionDeadlines(5_000),
     userFallbacks: new UserFallbackWarnings(),

@@ -52,7 +52,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     holds: RateLimitHolds,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
   ) {
-    this.trackers = routeTrackers(engine, options.prefix);
+    this.trackers = routeTrackers(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     const profile = headerProfile(options.headerProfile);
     this.contexts = new RateLimitContexts(options, profile);

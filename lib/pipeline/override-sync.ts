@@ -39,7 +39,7 @@ export interface RateLimitOverridesOptions {
  * for a tracker seen before reads instead of looking the tracker up in the table again (a comparison or two,
  * where a lookup among 10,000 overrides costs cache misses). Fields of whatever remembers the tracker's key
  * prefix (the guard's and the service's tracker memos), so they cost no object of their own; stale as soon as the
- * table changes. Start them with {@link noOverridesMatched}.
+ * table changes. Start them with {@link UnmatchedOverrides}.
  */
 export interface TrackerOverrides {
   /** The table's generation the names below were matched at; -1: none yet. */
@@ -50,9 +50,17 @@ export interface TrackerOverrides {
   entry1: OverrideEntry | undefined;
 }
 
-/** {@link TrackerOverrides} of a tracker not matched yet, to spread into the object that remembers it. */
-export function noOverridesMatched(): TrackerOverrides {
-  return { overridesAt: -1, name0: undefined, entry0: undefined, name1: undefined, entry1: undefined };
+/**
+ * {@link TrackerOverrides} of a tracker not matched yet: the base class of the records that remember trackers,
+ * so each is made with all its fields at once (spreading them into an object literal cost a runtime call per new
+ * tracker).
+ */
+export class UnmatchedOverrides implements TrackerOverrides {
+  overridesAt = -1;
+  name0: string | undefined = undefined;
+  entry0: OverrideEntry | undefined = undefined;
+  name1: string | undefined = undefined;
+  entry1: OverrideEntry | undefined = undefined;
 }
 
 /** One policy's request as the overrides see it (a `PolicyRequest`'s shape; the engine's type is defined above this file). */

@@ -78,6 +78,14 @@ const PUBLIC_REASON: Readonly<Record<Verdict, RateLimitDecisionReason | undefine
 const OWN_KEYS = { ownKeys: true } as const;
 
 /**
+ * A new holder of the keys of the tracker whose key prefix is `trackerPrefix` (`<prefix>:{<tracker>}:`), for a
+ * caller that remembers its trackers itself ({@link RateLimitEngine.trackerKeys} remembers them for the others).
+ */
+export function newTrackerKeys(trackerPrefix: string): TrackerKeys {
+  return new StringMemo<KeySlot>((suffix) => ({ key: trackerPrefix + suffix, entry: undefined }), undefined, OWN_KEYS);
+}
+
+/**
  * Turns compiled policies plus a tracker into store calls, and store verdicts into public decisions.
  * Enforced policies are decided in one atomic store call (all or nothing); shadow policies in a second,
  * concurrent one, so a shadow rejection never stops an enforced policy from being charged.
@@ -88,11 +96,7 @@ export class RateLimitEngine {
    * levels are keyed by strings the library built, never by what a client sent: tracker prefixes (at most
    * the module prefix plus 164 characters: long trackers are hashed) and the policies' key suffixes.
    */
-  private readonly keys = new StringMemo(
-    (trackerPrefix) => new StringMemo<KeySlot>((suffix) => ({ key: trackerPrefix + suffix, entry: undefined }), undefined, OWN_KEYS),
-    undefined,
-    OWN_KEYS,
-  );
+  private readonly keys = new StringMemo(newTrackerKeys, undefined, OWN_KEYS);
 
   /** Denied trackers: kept in the store, and remembered here in front of a remote one. */
   readonly denials: RateLimitDenyList;

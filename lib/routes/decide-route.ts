@@ -2,9 +2,15 @@ import type { ExecutionContext } from '@nestjs/common';
 import { resolveTracker, userTracker, type IpTrackers, type TrackerSource } from '../http/tracker';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import { charged, decidedAt } from '../pipeline/charges';
-import type { EngineDecision, PolicyRequest, RateLimitEngine, TrackerKeys } from '../pipeline/rate-limit.engine';
+import {
+  newTrackerKeys,
+  type EngineDecision,
+  type PolicyRequest,
+  type RateLimitEngine,
+  type TrackerKeys,
+} from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
-import { noOverridesMatched, type TrackerOverrides } from '../pipeline/override-sync';
+import { UnmatchedOverrides } from '../pipeline/override-sync';
 import { trackerKeyPrefix } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
 import type { RoutePlan, TrackerGroup } from './route-plan';
@@ -29,19 +35,18 @@ export interface RouteDecisionInput {
 }
 
 /** A tracker as the guard remembers it: its keys (under `<prefix>:{<tracker>}:`), and the runtime overrides it matched. */
-export interface RouteTracker extends TrackerOverrides {
-  readonly keys: TrackerKeys;
+export class RouteTracker extends UnmatchedOverrides {
+  constructor(readonly keys: TrackerKeys) {
+    super();
+  }
 }
 
 /**
- * The guard's memo of recent trackers under the module's `prefix`: each holds the engine's keys of the tracker,
- * so a decision does not find the tracker again in the engine (as the service's keys do).
+ * The guard's memo of recent trackers under the module's `prefix`: each holds the tracker's keys, so a decision
+ * finds them with this one lookup (as the service's memo does).
  */
-export function routeTrackers(engine: RateLimitEngine, prefix = 'rl'): StringMemo<RouteTracker> {
-  return new StringMemo((tracker): RouteTracker => ({
-    keys: engine.trackerKeys(trackerKeyPrefix(prefix, tracker)),
-    ...noOverridesMatched(),
-  }));
+export function routeTrackers(prefix = 'rl'): StringMemo<RouteTracker> {
+  return new StringMemo((tracker) => new RouteTracker(newTrackerKeys(trackerKeyPrefix(prefix, tracker))));
 }
 
 /** The decision of every policy of a route; arrays are aligned with `plan.policies`. */

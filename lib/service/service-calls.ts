@@ -4,8 +4,8 @@ import { RateLimitShutdownError } from '../errors/rate-limit-wait.error';
 import { serviceTracker } from '../http/tracker';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
-import { noOverridesMatched, type TrackerOverrides } from '../pipeline/override-sync';
-import type { PolicyRequest, RateLimitEngine, TrackerKeys } from '../pipeline/rate-limit.engine';
+import { UnmatchedOverrides } from '../pipeline/override-sync';
+import { newTrackerKeys, type PolicyRequest, type RateLimitEngine, type TrackerKeys } from '../pipeline/rate-limit.engine';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from '../policy/compile-policy';
 import { PolicyCache } from '../policy/policy-cache';
 import { describeValue } from '../shared/describe-value';
@@ -25,11 +25,16 @@ const TRACKER_NAMESPACES = ['ip:', 'user:', 'rpc:', 'by:'] as const;
  * A service key as a tracker, its keys (under `<prefix>:{<tracker>}:`), the runtime overrides it matched, and
  * the state key it was last decided on (see {@link ServiceCalls.stateSlot}).
  */
-export interface ServiceKey extends TrackerOverrides {
-  readonly tracker: string;
-  readonly keys: TrackerKeys;
-  lastSuffix: string | undefined;
-  lastSlot: KeySlot | undefined;
+export class ServiceKey extends UnmatchedOverrides {
+  lastSuffix: string | undefined = undefined;
+  lastSlot: KeySlot | undefined = undefined;
+
+  constructor(
+    readonly tracker: string,
+    readonly keys: TrackerKeys,
+  ) {
+    super();
+  }
 }
 
 /**
@@ -60,8 +65,9 @@ export class ServiceCalls {
     this.compiled = new PolicyCache((policy) => this.learn(compilePolicy(policy, registry, 'RateLimiterService', SERVICE_SCOPE)));
     this.trackers = new StringMemo((key) => {
       const tracker = serviceTracker(key, ipv6Subnet);
-      const keys = engine.trackerKeys(trackerKeyPrefix(prefix, tracker));
-      return { tracker, keys, lastSuffix: undefined, lastSlot: undefined, ...noOverridesMatched() };
+      // Its own holder, not the engine's memo: this memo already keeps it, one lookup per new key is enough.
+      const keys = newTrackerKeys(trackerKeyPrefix(prefix, tracker));
+      return new ServiceKey(tracker, keys);
     });
   }
 

@@ -125,7 +125,7 @@ describe('hostile trackers: in-process memory stays bounded whatever the tracker
     const r = await retainedByKind('IpTrackers + routeTrackers + engine, memory store', TRACKERS, () => {
       const ips = new IpTrackers(64);
       const engine = new RateLimitEngine(memoryHarness().store);
-      const trackers = routeTrackers(engine, 'rl');
+      const trackers = routeTrackers('rl');
       return (address) => engine.decideNowOrLater(trackers.get(ips.of(address)).keys, requests, 'consume');
     });
     expect(r.long).toBeLessThan(r.plain + ALLOWANCE);

@@ -2,10 +2,8 @@
  * Tracker → key encoding: no client can pick a tracker that lands on another client's key, break the key
  * layout (`:`), or move the key to another cluster slot (`{`, `}`).
  */
-import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { routeTrackers } from '../../lib/routes/decide-route';
 import { encodeTracker, trackerKeyPrefix } from '../../lib/shared/keys';
-import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { StringMemo } from '../../lib/shared/string-memo';
 
 /** The cluster hash tag of a key: the part between the first `{` and the next `}` (when non-empty). */
@@ -189,7 +187,7 @@ describe('StringMemo (tracker prefixes and keys remembered on the request path)'
   });
 
   test("the guard's tracker memo gives every tracker, remembered (up to 256 characters) or not, keys under the prefix trackerKeyPrefix builds", () => {
-    const trackers = routeTrackers(new RateLimitEngine(new MemoryStore()), 'rl');
+    const trackers = routeTrackers('rl');
     for (let round = 0; round < 2; round++) {
       for (const tracker of [...TRICKY.filter((t) => t !== ''), ...LONG, 'x'.repeat(256), 'x'.repeat(257), ':'.repeat(256)]) {
         expect([tracker, trackers.get(tracker).keys.get('svc:p:f').key]).toEqual([tracker, `${trackerKeyPrefix('rl', tracker)}svc:p:f`]);
