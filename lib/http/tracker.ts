@@ -121,12 +121,21 @@ export function serviceTracker(key: string, ipv6Subnet: number): string {
       );
     }
   }
-  if (isIP(key) !== 0) {
+  if (mayBeIp(key) && isIP(key) !== 0) {
     throw new RateLimitConfigError(
       `key: ${describeValue(key)} is a bare IP address, which names no tracker: write 'ip:${key}' for the client at that address, or 'by:${key}' for a value your by function returns.`,
     );
   }
   return byTracker(key);
+}
+
+/**
+ * Whether `key` could be an IP address at all: an IPv4 address starts with a digit and every IPv6 address has
+ * a colon. Most keys are neither, and this costs less than `isIP`'s two regular expressions, once per new key.
+ */
+function mayBeIp(key: string): boolean {
+  const first = key.charCodeAt(0);
+  return (first >= 48 && first <= 57) || key.includes(':');
 }
 
 /** The `ip:` tracker a service key names (see {@link serviceTracker}). */

@@ -320,16 +320,17 @@ export class MemoryStore implements RateLimitStore {
       this.entries.delete(key);
       return undefined;
     }
-    const found = entry ?? this.entries.getNode(key);
-    if (found) {
-      found.value = value;
-      found.expiresAt = now + ttlMs;
-      this.entries.touch(found);
-      return found;
+    if (entry) {
+      entry.value = value;
+      entry.expiresAt = now + ttlMs;
+      this.entries.touch(entry);
+      return entry;
     }
-    const added = this.entries.set(key, value, now + ttlMs);
-    this.sweep(now);
-    return added;
+    // One lookup: set keeps a present key's entry, and only a new key grows the store.
+    const size = this.entries.size;
+    const node = this.entries.set(key, value, now + ttlMs);
+    if (this.entries.size > size) this.sweep(now);
+    return node;
   }
 
   /**
