@@ -28,8 +28,8 @@ export interface PolicyRequest {
 }
 
 /**
- * One tracker's keys by key suffix ({@link RateLimitEngine.trackerKeys}): a caller that remembers its trackers
- * keeps this beside them, so a decision finds its keys without looking the tracker up again.
+ * One tracker's keys by key suffix ({@link newTrackerKeys}): a caller that remembers its trackers keeps this
+ * beside them, so a decision finds its keys without looking the tracker up again.
  */
 export type TrackerKeys = StringMemo<KeySlot>;
 
@@ -79,7 +79,7 @@ const OWN_KEYS = { ownKeys: true } as const;
 
 /**
  * A new holder of the keys of the tracker whose key prefix is `trackerPrefix` (`<prefix>:{<tracker>}:`), for a
- * caller that remembers its trackers itself ({@link RateLimitEngine.trackerKeys} remembers them for the others).
+ * caller that remembers its trackers itself (the engine remembers them for callers that pass a key prefix).
  */
 export function newTrackerKeys(trackerPrefix: string): TrackerKeys {
   return new StringMemo<KeySlot>((suffix) => ({ key: trackerPrefix + suffix, entry: undefined }), undefined, OWN_KEYS);
@@ -92,7 +92,8 @@ export function newTrackerKeys(trackerPrefix: string): TrackerKeys {
  */
 export class RateLimitEngine {
   /**
-   * Each recent tracker's keys, by key suffix: the same strings every request (see {@link StringMemo}). Both
+   * Each recent tracker's keys, by key suffix, for callers that pass a tracker's key prefix (the guard and the
+   * service remember theirs): the same strings every request (see {@link StringMemo}). Both
    * levels are keyed by strings the library built, never by what a client sent: tracker prefixes (at most
    * the module prefix plus 164 characters: long trackers are hashed) and the policies' key suffixes.
    */
@@ -109,11 +110,6 @@ export class RateLimitEngine {
   ) {
     this.denials = new RateLimitDenyList(store, options.clock);
     this.overrides = new RateLimitOverrides(store, options);
-  }
-
-  /** The keys of the tracker whose key prefix is `trackerPrefix`. */
-  trackerKeys(trackerPrefix: string): TrackerKeys {
-    return this.keys.get(trackerPrefix);
   }
 
   /** Store calls for `requests`, all under one tracker (one hash tag): its key prefix, or its keys. */
