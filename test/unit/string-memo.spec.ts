@@ -138,7 +138,7 @@ describe('StringMemo', () => {
   it('looks every key up while it has room: a new working set is found from its second round on', () => {
     const { memo, made } = recording(10_000);
     const working = Array.from({ length: 5_000 }, (_, i) => `user-${i}`);
-    // The first round misses every key, five windows of lookups without a hit; each miss is taken.
+    // The first round misses every key (four whole windows of 1,024 lookups without a hit); each miss is taken.
     for (const key of working) memo.get(key);
     const before = made.length;
     for (const key of working) memo.get(key);
