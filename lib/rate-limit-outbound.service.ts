@@ -167,7 +167,8 @@ export class RateLimitOutbound implements BeforeApplicationShutdown, OnApplicati
   /** A turn: its counter, its pace, and the store decision that takes its quota. */
   private newTurn(compiled: CompiledPolicy, key: string, cost: number): AcquireTurn {
     const { engine } = this.calls;
-    const keys = this.calls.trackerKeys(key);
+    const known = this.calls.serviceKey(key);
+    const { keys } = known;
     const params = compiled.staticParams!;
     const request: PolicyRequest = { compiled, params, cost };
     return {
@@ -177,7 +178,7 @@ export class RateLimitOutbound implements BeforeApplicationShutdown, OnApplicati
       cost,
       pace: paceOf(compiled.algorithm.name, params.limit, params.windowMs),
       take: async () => {
-        const { decisions, calls } = await engine.decide(keys, [this.calls.overridden(request, key)], 'consume');
+        const { decisions, calls } = await engine.decide(keys, [this.calls.overridden(request, known)], 'consume');
         this.calls.assertOpen();
         return { decision: decisions[0], giveBack: () => engine.refund(calls) };
       },

@@ -270,7 +270,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     try {
       const { engine } = this.calls;
       const known = this.calls.serviceKey(key);
-      const request = this.calls.request(policy, options.cost, key);
+      const request = this.calls.overridden(this.calls.request(policy, options.cost), known);
       const plain =
         mode === 'consume' && engine.takesPlain(request)
           ? engine.consumePlain(this.calls.stateSlot(known, request.compiled), request)

@@ -162,14 +162,13 @@ export class ServiceCalls {
     if (request === undefined || request.compiled !== compiled || request.params !== params || request.cost !== units) {
       request = this.lastRequest = { compiled, params, cost: units };
     }
-    return key === undefined ? request : this.overridden(request, key);
+    return key === undefined ? request : this.overridden(request, this.serviceKey(key));
   }
 
-  /** `request` with the runtime override matching `key`'s tracker applied; `request` itself when none does. */
-  overridden(request: PolicyRequest, key: string): PolicyRequest {
+  /** `request` with the runtime override matching `known`'s tracker applied; `request` itself when none does. */
+  overridden(request: PolicyRequest, known: ServiceKey): PolicyRequest {
     const { overrides } = this.engine;
     if (!overrides.active) return request;
-    const known = this.serviceKey(key);
     const entry = overrides.matchFor(known, request.compiled.name, known.tracker);
     return entry === undefined ? request : { ...request, params: overrides.params(request.compiled, request.params, entry) };
   }
