@@ -3,8 +3,8 @@
   The algorithm fragments (ALG[id] = { check, commit, refund, burst }) are spliced in where their marker stands,
   decide-one.lua (a decision of one policy with a plain lockout, the usual one) where its marker stands, and the
   VERDICT_* codes (lib/stores/verdicts.ts) where theirs does. One call carries one decision, or several (a
-  batch of unrelated decisions made in the same tick on a standalone Redis): they run one after the other, as
-  separate calls would, at one reading of the clock.
+  batch of unrelated decisions made in the same tick on one server, or on one Cluster master): they run one
+  after the other, as separate calls would, at one reading of the clock.
 
   Per decision, in order (n = its policies, at most 8; the TS encoder is DecideCall in redis-codec.ts):
     KEYS  2n + 1: per policy, its state key and its lockout key; then the tracker's deny key (all of one
@@ -39,6 +39,12 @@
     its first status slot, and zeros.
   Time comes from the server's TIME only; nothing is stored but integers and a deny's reason.
 
+  Across slots (a Cluster's batch per master: redis-scripts.ts composes it): the script starts with
+  `#!lua flags=allow-cross-slot-keys` and declares one key, the first decision's state key, which routes the
+  call to its master; every key above comes after the JSON instead, as ARGV[2 ..], in the same order. A key that
+  master does not hold fails its decision alone ("Script attempted to access a non local key") at the decision's
+  first access to it, before anything was charged: a decision reads each of its keys before it writes it.
+
   The fragment contract (each algorithm's .lua file, spliced into this script and lone.lua): a fragment sets
   ALG[id] and reads nothing of its host but ceildiv, ALG and the helpers of state.lua and bucket.lua; what it
   decides on comes in as parameters, one policy's KEYS and ARGV values and the script's `now` (server ms):
@@ -49,6 +55,7 @@
     refund(key, cost, limit, window, burst, now, token): gives cost units back (a negative cost charges them)
     burst: true when the capacity is burst rather than limit
 ]]
+--@keys
 --@verdicts
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 local ALG = {}

@@ -146,10 +146,10 @@ export interface RateLimitModuleOptions {
    */
   hotKeyShedding?: false | { maxKeys?: number };
   /**
-   * On a standalone Redis, decisions made in the same event-loop tick share one script call (decided one
-   * after the other, exactly as separate calls would be): Node and Redis pay the per-command cost once per
-   * batch. Always off on a Cluster (one call cannot span slots). Turn it off behind a proxy that routes a
-   * call by its first key (Envoy, Twemproxy): a batch carries the keys of several trackers.
+   * Decisions made in the same event-loop tick share one script call (decided one after the other, exactly as
+   * separate calls would be): Node and Redis pay the per-command cost once per batch. On a Cluster, one call
+   * per master (Redis 7.0 or later; older servers get a pipeline per master). Turn it off behind a proxy that
+   * routes a call by its first key (Envoy, Twemproxy): a batch carries the keys of several trackers.
    * @default true
    */
   batchDecisions?: boolean;

@@ -17,8 +17,8 @@ import { loadIoredis } from '../stores/redis/transports/ioredis.transport';
  * 1 s: once Redis is back, every moment until the next attempt is decided by `onStoreError` (503s when
  * fail-closed), while an attempt at a Redis that is down costs a refused connection (with a 2 s cap, decisions
  * came back up to 2.2 s after Redis listened again). No auto-pipelining: the store batches a tick's decisions
- * itself, and where it cannot (one call per decision: a Cluster, `batchDecisions: false`) ioredis's
- * auto-pipeline holds each call back (see bench/README.md).
+ * itself, and where it does not (`batchDecisions: false`) ioredis's auto-pipeline holds each call back (see
+ * bench/README.md).
  */
 export const OWNED_CLIENT_DEFAULTS: RedisOptions = {
   enableOfflineQueue: false,

@@ -24,7 +24,7 @@ import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { DecideCall, isLone, loneCall, luaScript, type LuaScript } from '../../lib/stores/redis/redis-codec';
-import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
+import { composeAcrossSlotsScript, composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 import { Verdict } from '../../lib/stores/verdicts';
 import { compilePolicy, type CompiledPolicy } from '../../lib/policy/compile-policy';
@@ -120,8 +120,13 @@ describe('Lua version portability (static)', () => {
  * `{ 0, error, record }` when the script raised.
  */
 function recording(lua: string): string {
-  const body = lua.replace(/redis\.call\(/g, '__record(true, ').replace(/redis\.pcall\(/g, '__record(false, ');
-  return `local __log = {}
+  // A shebang (a script across slots) stays the first line, as Redis requires.
+  const shebang = /^#![^\n]*\n/.exec(lua)?.[0] ?? '';
+  const body = lua
+    .slice(shebang.length)
+    .replace(/redis\.call\(/g, '__record(true, ')
+    .replace(/redis\.pcall\(/g, '__record(false, ');
+  return `${shebang}local __log = {}
 local function __tag(v)
   if type(v) == 'number' then return { n = string.format('%.17g', v) } end
   if type(v) ~= 'table' or v.ok or v.err then return v end
@@ -205,6 +210,7 @@ const compiled: CompiledPolicy[] = POLICIES.map((p) => compilePolicy(p, registry
 const lean = new Map(registry.all().map((a) => [a.name, luaScript(composeDecideScript([a]))]));
 const lone = new Map(registry.all().map((a) => [a.name, luaScript(composeLoneScript(a))]));
 const all = luaScript(composeDecideScript(registry.all()));
+const acrossSlots = luaScript(composeAcrossSlotsScript(registry.all()));
 
 /** One decision's calls for `policies` (indexes into POLICIES) of `tracker`; concurrency leases get `token`. */
 function callsOf(policies: readonly number[], tracker: string, cost: number, token: string): RateLimitCall[] {
@@ -216,7 +222,8 @@ function callsOf(policies: readonly number[], tracker: string, cost: number, tok
 
 /**
  * A step of a trace: one script call of one or several decisions (a batch, as the store sends a tick's
- * decisions), with the script the store would pick: a lone decision's, a single policy's or the general one.
+ * decisions), with the script the store would pick: a lone decision's, a single policy's, the general one, or
+ * for a batch the general one across slots (on a standalone server, which lets a script reach any key).
  */
 function step(next: () => number, t: number): ScriptCall {
   const pick = <T>(list: readonly T[]) => list[Math.floor(next() * list.length)];
@@ -236,6 +243,8 @@ function step(next: () => number, t: number): ScriptCall {
     call.add(mode === 'b' ? calls.map((c) => ({ ...c, blockForMs: 40 + (t % 3) * 10 })) : calls, mode);
     single = calls;
   }
+  // Half the batches go as a Cluster's batch per master would: one declared key, the others after the JSON.
+  if (decisions > 1 && next() < 0.5) return { script: acrossSlots, keys: [call.keys[0]], args: [...call.args, ...call.keys] };
   const script = decisions === 1 && single!.length === 1 ? lean.get(single![0].algorithm.name)! : all;
   return { script, keys: call.keys, args: call.args };
 }
@@ -339,6 +348,9 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
     );
     expect(loneRuns).toEqual(new Set(registry.all().flatMap((a) => [`${a.id}c`, `${a.id}p`])));
     expect(general.some((c) => decisionsOf(c.args).length === 3)).toBe(true);
+    // Batches ran both ways: declaring every key, and across slots (ARGV[2 ..]).
+    expect(general.filter((c) => c.script === acrossSlots && decisionsOf(c.args).length === 3).length).toBeGreaterThan(2);
+    expect(general.filter((c) => c.script === all && decisionsOf(c.args).length === 3).length).toBeGreaterThan(2);
     expect(decisions.some((d) => d.length > 8)).toBe(true);
     // Rejections, lockouts and cost > capacity happened (each status in some reply: a lone reply's is its second value).
     const statuses = new Set(

@@ -6,7 +6,9 @@
   reply to it. Here `redis.call` answers with those recorded replies, in order, after checking that the script
   under Lua 5.4 sends exactly the commands and arguments it sent under Redis's Lua 5.1; so Redis behaviour comes
   from redis-server only, and a script whose Lua 5.4 run would take another path is caught. The breaches:
-    - a key a command touches that is not one of the call's KEYS ("undeclared key");
+    - a key a command touches that is not one of the call's KEYS ("undeclared key"), or for a script across
+      slots (a Cluster's batch per master, Redis 7's `#!lua flags=allow-cross-slot-keys`: its keys come as
+      ARGV[2 ..]) one of those;
     - a float passed to redis.call or returned (Lua 5.4 keeps floats apart from integers: Dragonfly formats a
       float argument with %.17g and replies a float as a double, where Redis's Lua 5.1 truncates it);
     - a command or argument other than the one redis-server ran at that point, or more or fewer commands;
@@ -146,13 +148,16 @@ end
 
 local env = sandbox()
 local compiled = {}
+local acrossSlots = {} -- per script: whether its keys come as ARGV[2 ..]
 for i, source in ipairs(input.scripts) do
-  local fn, err = load(source, '@user_script', 't', env)
+  -- A shebang line is Redis's, not Lua's: Redis compiles what follows it (kept as an empty line, so lines match).
+  local fn, err = load((source:gsub('^#![^\n]*', '')), '@user_script', 't', env)
   if not fn then
     io.write(json.encode({ reply = json.null, error = 'compile: ' .. err, violations = {} }), '\n')
     os.exit(1)
   end
   compiled[i] = fn
+  acrossSlots[i] = source:sub(1, 2) == '#!'
 end
 
 for _, c in ipairs(input.calls) do
@@ -161,6 +166,9 @@ for _, c in ipairs(input.calls) do
   recorded = c.commands
   sent = 0
   for _, key in ipairs(c.keys) do declared[key] = true end
+  if acrossSlots[c.script] then
+    for i = 2, #c.argv do declared[c.argv[i]] = true end
+  end
   env.KEYS = c.keys
   env.ARGV = c.argv
   local ok, result = pcall(compiled[c.script])

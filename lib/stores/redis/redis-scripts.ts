@@ -19,6 +19,17 @@ export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): 
 }
 
 /**
+ * decide.lua for a Cluster's batch per master: one declared key routes the call, the others come after the JSON
+ * argument (decide.lua's header, "Across slots"). Redis 7.0 and later; older servers fail to compile it.
+ */
+export function composeAcrossSlotsScript(algorithms: readonly RateLimitAlgorithm[]): string {
+  return `#!lua flags=allow-cross-slot-keys\n${compose(DISPATCHER, algorithms, ACROSS_SLOTS_KEYS)}`;
+}
+
+/** The keys of a script across slots, read from ARGV[2 ..] (a loop: `unpack` is Lua 5.1's, `table.unpack` 5.2's). */
+const ACROSS_SLOTS_KEYS = 'local KEYS = {}\nfor i = 2, #ARGV do KEYS[i - 1] = ARGV[i] end';
+
+/**
  * Builds the script for one decision of one policy of `algorithm` (algorithms/lone.lua): what a quiet API, a
  * Cluster and `batch: false` send for nearly every request, without the general dispatcher's loop and error
  * slots.
@@ -27,9 +38,10 @@ export function composeLoneScript(algorithm: RateLimitAlgorithm): string {
   return compose(LONE, [algorithm]);
 }
 
-/** `host` with its markers replaced: the `VERDICT_*` locals, the algorithms' fragments, decide-one.lua. */
-function compose(host: string, algorithms: readonly RateLimitAlgorithm[]): string {
+/** `host` with its markers replaced: where its keys come from, the `VERDICT_*` locals, the algorithms' fragments, decide-one.lua. */
+function compose(host: string, algorithms: readonly RateLimitAlgorithm[], keys = ''): string {
   return host
+    .replace('--@keys', () => keys)
     .replace('--@verdicts', () => VERDICT_PRELUDE)
     .replace('--@fragments', () => fragmentsOf(algorithms))
     .replace('--@decide-one', () => DECIDE_ONE);

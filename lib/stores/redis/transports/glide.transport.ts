@@ -30,6 +30,7 @@ const GLIDE: ClientPackage = {
  */
 export class GlideTransport implements RedisScriptTransport {
   readonly clientName = 'Valkey GLIDE';
+  readonly keyPrefix = '';
   readonly isCluster: boolean;
   private readonly scripts = new Map<string, GlideScriptLike>();
   /** Why the client did not answer at startup, until a call succeeds (GLIDE reports no connection events). */

@@ -35,6 +35,10 @@ export class IoredisTransport implements RedisScriptTransport {
     return this.client.isCluster;
   }
 
+  get keyPrefix(): string {
+    return this.client.options.keyPrefix ?? '';
+  }
+
   prepare({ lua }: LuaScript, numberOfKeys: number, name: string): ScriptRunner {
     this.client.defineCommand(name, { lua, numberOfKeys });
     // Called as command(keys, args): ioredis flattens the two arrays.
@@ -58,7 +62,7 @@ export class IoredisTransport implements RedisScriptTransport {
     });
   }
 
-  /** On a Cluster, where a batch cannot be one script call: each master gets its decisions in one write. */
+  /** On a Cluster whose servers cannot run a script across slots: each master gets its decisions in one write. */
   async pipeline(calls: readonly ScriptCall[]): Promise<Array<[Error | null, unknown]>> {
     const pipeline = this.client.pipeline();
     for (const { script, keys, args } of calls) pipeline.evalsha(script.sha, keys.length, ...keys, ...args);

@@ -28,6 +28,7 @@ const REDISCOVER_INTERVAL_MS = 500;
  */
 export class NodeRedisTransport implements RedisScriptTransport {
   readonly clientName = 'node-redis';
+  readonly keyPrefix = '';
   readonly isCluster: boolean;
   private lastConnectionError: Error | undefined;
   private nextRediscovery = 0;

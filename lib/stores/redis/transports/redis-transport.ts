@@ -23,8 +23,13 @@ export interface ScriptCall {
 export interface RedisScriptTransport {
   /** The client library, as log lines name it: `ioredis`, `node-redis`, `Valkey GLIDE`. */
   readonly clientName: string;
-  /** Whether the client is a cluster client (one call per decision: a call cannot span slots). */
+  /** Whether the client is a cluster client. */
   readonly isCluster: boolean;
+  /**
+   * What the client puts before every declared key (ioredis's `keyPrefix`; '' for the others): a script across
+   * slots passes most of its keys as arguments, which the client leaves alone.
+   */
+  readonly keyPrefix: string;
   /**
    * Readies `script` for calls with `numberOfKeys` keys, up front (ioredis defines a command: an auto-pipeline
    * only knows the commands defined when it was created). `name` is unique per script and key count.
@@ -34,8 +39,8 @@ export interface RedisScriptTransport {
   evalScript(script: LuaScript, keys: string[], args: string[]): Promise<unknown>;
   /**
    * On a cluster, several script calls whose keys one master serves, each its own `EVALSHA`, written to it at
-   * once (a pipeline); resolves with each call's error or reply, in order (a `NOSCRIPT` or a redirection is
-   * returned, not followed). Absent: on a cluster each call is sent alone.
+   * once (a pipeline: for servers that cannot run a script across slots); resolves with each call's error or
+   * reply, in order (a `NOSCRIPT` or a redirection is returned, not followed). Absent: each call is sent alone.
    */
   pipeline?(calls: readonly ScriptCall[]): Promise<Array<[Error | null, unknown]>>;
   del(key: string): Promise<unknown>;

@@ -1,15 +1,19 @@
 /**
- * On a Cluster, the decisions of one turn go to each master in one write (a pipeline of one EVALSHA per
- * decision, ioredis). Against a real 3-master cluster: every master gets one pipeline per turn, the answers are
- * exactly those of separate calls, a flushed script cache is recovered per decision, and a reshard under load
- * (slots moving while decisions flow: MOVED and ASK replies) reaches no caller.
+ * On a Cluster, the decisions of one turn go to each master in one script call (decide.lua across slots: one
+ * declared key routes it, the others are arguments). Against a real 3-master cluster: every master gets one
+ * call per turn, the answers are exactly those of separate calls, a flushed script cache is recovered, a reshard
+ * under load (slots moving: a decision whose key its master no longer holds goes again alone, following MOVED
+ * and ASK) reaches no caller, a server that cannot compile a script across slots gets a pipeline per master
+ * instead, and ioredis's keyPrefix reaches the keys passed as arguments.
  */
 import { spawnSync } from 'node:child_process';
-import { Redis, type Cluster } from 'ioredis';
+import { Redis, ReplyError, type Cluster, type ClusterOptions, type Command } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitModuleOptions } from '../../lib/interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimiterService } from '../../lib/rate-limiter.service';
+import { luaScript } from '../../lib/stores/redis/redis-codec';
+import { composeAcrossSlotsScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitStore } from '../../lib/stores/store.interface';
 import { libraryCluster, startRedisCluster, type RedisClusterProcess } from '../support/redis-server';
 import { serviceOver } from '../support/store-chain';
@@ -31,9 +35,13 @@ afterAll(async () => {
 });
 
 /** A service on a cluster client of its own; counts the pipelines its client makes. */
-async function service(): Promise<{ svc: RateLimiterService; pipelines: () => number }> {
-  const client = await libraryCluster(cluster!.startupNodes);
+async function service(
+  overrides: ClusterOptions = {},
+  wrap?: (client: Cluster) => void,
+): Promise<{ svc: RateLimiterService; pipelines: () => number }> {
+  const client = await libraryCluster(cluster!.startupNodes, overrides);
   clients.push(client);
+  wrap?.(client);
   let pipelines = 0;
   const pipeline = client.pipeline.bind(client);
   client.pipeline = ((...args: Parameters<Cluster['pipeline']>) => {
@@ -54,21 +62,89 @@ async function service(): Promise<{ svc: RateLimiterService; pipelines: () => nu
 
 const policy = (name: string): RateLimitPolicy => ({ algorithm: 'fixed-window', limit: 2, window: '1h', name });
 
+/** Script calls (`EVALSHA` and `EVAL`) the masters have run so far, from their `INFO commandstats`. */
+async function scriptCalls(): Promise<number> {
+  let calls = 0;
+  for (const node of cluster!.masters) {
+    const admin = new Redis({ port: node.port });
+    const stats = String(await admin.info('commandstats'));
+    admin.disconnect();
+    for (const match of stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(match[1]);
+  }
+  return calls;
+}
+
+/** Three turns of one decision per tracker on a limit of 2: allowed, allowed, rejected. */
+async function threeTurns(svc: RateLimiterService, name: string, trackers: readonly string[]): Promise<void> {
+  const turns = [];
+  for (let turn = 0; turn < 3; turn++) turns.push(await Promise.all(trackers.map((t) => svc.consume(policy(name), t))));
+  expect(turns.map((decisions) => decisions.map((d) => [d.allowed, d.remaining]))).toEqual([
+    trackers.map(() => [true, 1]),
+    trackers.map(() => [true, 0]),
+    trackers.map(() => [false, 0]),
+  ]);
+  expect(turns[2].every((d) => d.reason === undefined && d.retryAfterMs > 0)).toBe(true);
+}
+
 describe('decisions of one turn on a Cluster', () => {
-  it('go to each master in one pipeline, with the answers of separate calls', async () => {
+  it('go to each master in one script call across slots, with the answers of separate calls', async () => {
     const { svc, pipelines } = await service();
     const trackers = Array.from({ length: 60 }, (_, i) => `client-${i}`);
-    // Three turns of 60 decisions, one per tracker: allowed, allowed, rejected.
-    const turns = [];
-    for (let turn = 0; turn < 3; turn++) turns.push(await Promise.all(trackers.map((t) => svc.consume(policy('turns'), t))));
-    expect(turns.map((decisions) => decisions.map((d) => [d.allowed, d.remaining]))).toEqual([
-      trackers.map(() => [true, 1]),
-      trackers.map(() => [true, 0]),
-      trackers.map(() => [false, 0]),
-    ]);
-    expect(turns[2].every((d) => d.reason === undefined && d.retryAfterMs > 0)).toBe(true);
-    // 60 trackers spread over 3 masters: one pipeline per master and turn (hot-key shedding answers none here).
+    const before = await scriptCalls();
+    await threeTurns(svc, 'turns', trackers);
+    // 60 trackers spread over 3 masters: one call per master and turn (the first of each may be EVALSHA's NOSCRIPT,
+    // then EVAL: at most one more per master), and no pipeline.
+    expect(await scriptCalls()).toBeGreaterThanOrEqual(before + 9);
+    expect(await scriptCalls()).toBeLessThanOrEqual(before + 12);
+    expect(pipelines()).toBe(0);
+    expect(storeErrors).toEqual([]);
+  });
+
+  it('a server that cannot compile a script across slots (Redis 6, KeyDB) gets one pipeline per master and turn', async () => {
+    const across = luaScript(composeAcrossSlotsScript(registry.all()));
+    let refused = 0;
+    // The reply Redis 6.2 and KeyDB give such a script: its first line does not compile (nothing runs).
+    const redis6 = (client: Cluster) => {
+      const send = client.sendCommand.bind(client);
+      client.sendCommand = ((command: Command) => {
+        const [script] = command.args;
+        if ((command.name === 'evalsha' && script === across.sha) || (command.name === 'eval' && script === across.lua)) {
+          refused++;
+          command.reject(
+            command.name === 'evalsha'
+              ? new ReplyError('NOSCRIPT No matching script. Please use EVAL.')
+              : new ReplyError("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'"),
+          );
+          return command.promise;
+        }
+        return send(command);
+      }) as Cluster['sendCommand'];
+    };
+    const { svc, pipelines } = await service({}, redis6);
+    await threeTurns(
+      svc,
+      'redis6',
+      Array.from({ length: 60 }, (_, i) => `old-server-${i}`),
+    );
+    // The first turn's three batches, in flight together, each learnt it (EVALSHA, then EVAL) and went again as a
+    // pipeline; every later batch went as a pipeline at once.
+    expect(refused).toBe(6);
     expect(pipelines()).toBe(9);
+    expect(storeErrors).toEqual([]);
+  });
+
+  it("ioredis's keyPrefix reaches every key of a batch across slots", async () => {
+    const { svc } = await service({ keyPrefix: 'app:' });
+    const trackers = Array.from({ length: 30 }, (_, i) => `prefixed-${i}`);
+    await threeTurns(svc, 'prefixed', trackers);
+    const keys: string[] = [];
+    for (const node of cluster!.masters) {
+      const admin = new Redis({ port: node.port });
+      keys.push(...(await admin.keys('*prefixed-*')));
+      admin.disconnect();
+    }
+    expect(keys).toHaveLength(trackers.length);
+    expect(keys.every((key) => key.startsWith('app:rl:'))).toBe(true);
     expect(storeErrors).toEqual([]);
   });
 
