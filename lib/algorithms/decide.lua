@@ -1,7 +1,7 @@
 --[[
   Rate-limit decisions, each for one tracker: every policy of a request, atomically, all-or-nothing.
-  The algorithm fragments (ALG[id] = { check, commit, refund, burst }) are spliced in where their marker stands,
-  decide-one.lua (a decision of one policy with a plain lockout, the usual one) where its marker stands, and the
+  The algorithm fragments (see the fragment contract below), each with its instance of decide-one.lua (a
+  decision of one policy with a plain lockout, the usual one), are spliced in where their marker stands, and the
   VERDICT_* codes (lib/stores/verdicts.ts) where theirs does. One call carries one decision, or several (a
   batch of unrelated decisions made in the same tick on one server, or on one Cluster master): they run one
   after the other, as separate calls would, at one reading of the clock.
@@ -45,22 +45,28 @@
   master does not hold fails its decision alone ("Script attempted to access a non local key") at the decision's
   first access to it, before anything was charged: a decision reads each of its keys before it writes it.
 
-  The fragment contract (each algorithm's .lua file, spliced into this script and lone.lua): a fragment sets
-  ALG[id] and reads nothing of its host but ceildiv, ALG and the helpers of state.lua and bucket.lua; what it
-  decides on comes in as parameters, one policy's KEYS and ARGV values and the script's `now` (server ms):
-    check(key, cost, limit, window, burst, now, token) -> r = { allowed, remaining, reset ms, retry ms, delay ms,
-      then the algorithm's own slots for its commit; more = ms until additional quota } (reads the state; may
-      drop expired entries or rewrite a state measured with other params, never charges)
-    commit(key, r, now, cost, limit, window, burst, token): charges what check r allowed
-    refund(key, cost, limit, window, burst, now, token): gives cost units back (a negative cost charges them)
-    burst: true when the capacity is burst rather than limit
+  The fragment contract (each algorithm's .lua file; redis-scripts.ts splices the fragments into this script
+  and lone.lua): local helpers, then three blocks of statements after the lines `--@check`, `--@commit` and
+  `--@refund`. A fragment reads nothing of its host but ceildiv and the helpers of state.lua and bucket.lua; it
+  decides on one policy's values, as these names: key (its state key), cost (units), limit, window (ms),
+  burst, now (the script's server ms), token.
+    check  reads the state (may drop expired entries or rewrite a state measured with other params, never
+           charges) and sets, on every path: ok (allowed), remaining, reset (ms), retry (ms), delay (ms), more
+           (ms until additional quota); and s1 .. s4, the algorithm's own values for its commit
+    commit charges what the check allowed; reads the check's reset, more and s1 .. s4, and may set more
+    refund gives cost units back (a negative cost charges them); may return early
+  A block declares only its own locals: the names above are its host's. The blocks are written into decide-one.lua
+  once per algorithm (no closure per block: a lone call builds none), and into ALG[id] = { check, commit,
+  refund, burst } for the general path here, which hands a check's values on as r = { ok, remaining, reset,
+  retry, delay, s1, s2, s3, s4, more = more }. burst: true when the capacity is burst rather than limit.
 ]]
 --@keys
 --@verdicts
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 local ALG = {}
+-- One policy, plain lockout: decide-one.lua's function for each algorithm, by id.
+local DECIDE_ONE = {}
 --@fragments
---@decide-one
 
 -- Values per policy in the argument array, after a decision's mode and n (see the header).
 local PER_POLICY = 2
@@ -246,7 +252,7 @@ while A[d] do
       local s = SHAPES[A[d + 2]]
       local token = A[d + 3]
       if token == 0 then token = '' end
-      ok, err = pcall(decideOne, reply, o, now, ALG[s[1]], mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token)
+      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token)
     else
       ok, err = pcall(decide, mode, n, k, d, o)
     end

@@ -74,7 +74,7 @@ export class FixedWindowAlgorithm implements RateLimitAlgorithm<FixedWindowState
 
 /**
  * The id of the window holding `now`: `floor(now / window)`, or for a calendar window the start of the
- * period holding it (as fixed-window.lua's `fixedWindowAt`).
+ * period holding it (as fixed-window.lua's check).
  */
 function windowId(windowMs: number, periods: CalendarPeriods | undefined, now: number): number {
   return periods === undefined ? Math.floor(now / windowMs) : periods.startAt(now);

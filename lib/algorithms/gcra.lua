@@ -3,13 +3,13 @@
   allowed iff max(tat, now) + cost·T - burst·T <= now, T = window / limit.
   Measured in 1/limit ms the emission interval T is exactly `window`, so nothing is rounded (bucket.lua).
 
-  Fragment ALG[5] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
-  the policy's state key and its values: cost (units), limit (units per window), window (ms), burst (units: the
-  capacity), now (server ms). Uses state.lua and bucket.lua.
+  Fragment of algorithm id 5 (the fragment contract is in decide.lua's header): helpers, then its check, commit
+  and refund blocks. Inputs: the policy's state key, cost (units), limit (units per window), window (ms), burst
+  (units: the capacity), now (server ms). Uses state.lua and bucket.lua.
   KEY    state string "<t>:<r>:<l>:<w>" (state.lua): t = TAT, whole ms; r = the TAT's remainder in 1/l ms; l, w =
          the limit and window the TAT was measured with, so a changed rate rescales what is owed instead of
          repaying it at the old rate
-  check -> bucket.lua's reply
+  check  bucket.lua's values; s1 = the debt after
 ]]
 local function gcraStore(key, debt, limit, window, now)
   if debt == 0 then redis.call('DEL', key) return end
@@ -34,15 +34,9 @@ local function gcraDebt(key, limit, window, now)
   return debt
 end
 
-ALG[5] = {
-  burst = true,
-  check = function(key, cost, limit, window, burst, now)
-    return bucket(gcraDebt(key, limit, window, now), cost, limit, window, burst)
-  end,
-  commit = function(key, r, now, cost, limit, window)
-    gcraStore(key, r[6], limit, window, now)
-  end,
-  refund = function(key, cost, limit, window, burst, now)
-    gcraStore(key, math.max(gcraDebt(key, limit, window, now) - cost * window, 0), limit, window, now)
-  end,
-}
+--@check
+ok, remaining, reset, retry, delay, more, s1 = bucket(gcraDebt(key, limit, window, now), cost, limit, window, burst)
+--@commit
+gcraStore(key, s1, limit, window, now)
+--@refund
+gcraStore(key, math.max(gcraDebt(key, limit, window, now) - cost * window, 0), limit, window, now)

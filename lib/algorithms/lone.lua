@@ -2,9 +2,12 @@
   The script for one decision of one policy (decide-one.lua): what every quiet API, a Cluster and
   `batchDecisions: false` send for nearly every request. The call is decide.lua's for one decision of one
   policy, consumed or peeked, with a plain window and a plain lockout (an escalating lockout or a calendar
-  window goes to decide.lua), without the loop and the error slots; its one algorithm's fragment is spliced in
-  where the marker stands, so no algorithm id is sent. Its one argument holds the values joined by spaces, no
-  JSON: parsing it costs Redis what cjson.decode did, and one argument costs the client less than several.
+  window goes to decide.lua), without the loop and the error slots. Its one algorithm's helpers and its
+  instance of decide-one.lua (the algorithm's check and commit blocks written in: no fragment table and no
+  closure per block, which every call would build again) are spliced in where the marker stands, so no
+  algorithm id is sent; the burst marker reads burst from the argument for an algorithm whose capacity it is.
+  Its one argument holds the values joined by spaces, no JSON: parsing it costs Redis what cjson.decode did,
+  and one argument costs the client less than several.
   The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
   The TS encoder and parser are loneCall and parseLoneDecision in redis-codec.ts.
 
@@ -20,22 +23,19 @@
 ]]
 --@verdicts
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
-local ALG = {}
 --@fragments
---@decide-one
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local _, alg = next(ALG)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
 limit = tonumber(limit)
 local mode = 'c'
 blockFor = tonumber(blockFor)
 if not blockFor then mode, blockFor = 'p', 0 end
 local burst = limit
-if alg.burst then burst, token = tonumber(token), '' end
+--@burst
 local reply = { now, 0, 0, 0, 0, 0, 0 }
-decideOne(reply, 2, now, alg, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
+decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
 -- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
 local retry, delay = reply[5], reply[6]
 reply[5] = reply[7]

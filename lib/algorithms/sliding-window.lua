@@ -3,12 +3,12 @@
   previous one weighs by how much of it still overlaps the sliding window:
   allowed iff prev·(W − e) + (cur + cost)·W <= limit·W, e = ms into the current window (exact integers).
 
-  Fragment ALG[2] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
-  the policy's state key and its values: cost (units), limit (units per window), window (W, ms), now (server
-  ms), token (a settlement's charge time, ms, or ''). Uses state.lua.
+  Fragment of algorithm id 2 (the fragment contract is in decide.lua's header): helpers, then its check, commit
+  and refund blocks. Inputs: the policy's state key, cost (units), limit (units per window), window (W, ms),
+  now (server ms), token (a settlement's charge time, ms, or ''). Uses state.lua.
   KEY    state string "<current window id>:<its count>:<previous window's count>" (state.lua)
-  check -> { allowed, remaining, reset ms, retry ms, delay (0), window id, new count, prev, expiry moves?,
-           more = ms until the weighted count has dropped by enough to raise floor(remaining) }
+  check  s1 = the window id, s2 = the new count, s3 = prev, s4 = whether the expiry moves; more = ms until the
+         weighted count has dropped by enough to raise floor(remaining)
 ]]
 local function slidingCounts(key, window, now)
   local id = math.floor(now / window)
@@ -51,42 +51,36 @@ local function slidingMore(id, e, cur, prev, remaining, limit, window, now)
   return slidingRetry(id, e, cur, prev, remaining + 1, limit, window, now)
 end
 
-ALG[2] = {
-  check = function(key, cost, limit, window, burst, now)
-    local id, cur, prev, fresh = slidingCounts(key, window, now)
-    local e = now - id * window
-    local used = prev * (window - e) + cur * window
-    if used + cost * window <= limit * window then
-      local after = used + cost * window
-      local remaining = math.floor((limit * window - after) / window)
-      return { true, remaining, slidingReset(id, cur + cost, prev, window, now), 0, 0, id, cur + cost, prev, fresh or cur == 0,
-        more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now) }
-    end
-    local remaining = math.floor(math.max(limit * window - used, 0) / window)
-    return { false, remaining, slidingReset(id, cur, prev, window, now), slidingRetry(id, e, cur, prev, cost, limit, window, now), 0,
-      more = slidingMore(id, e, cur, prev, remaining, limit, window, now) }
-  end,
-  commit = function(key, r)
-    if r[3] == 0 then return end
-    -- Once the current window holds a count, the expiry is (id + 2) * window until the window ends:
-    -- set it when it moves (a new window, or a first count), kept on every other hit.
-    slidingStore(key, r[6], r[7], r[8], r[9] and r[3] or nil)
-  end,
-  refund = function(key, cost, limit, window, burst, now, token)
-    local id, cur, prev = slidingCounts(key, window, now)
-    -- A settlement's token is when its units were charged: from an earlier window they come back from the
-    -- previous window's count while it still weighs, and from older ones not at all.
-    local at = tonumber(token)
-    if cost >= 0 and at and math.floor(at / window) < id then
-      if math.floor(at / window) ~= id - 1 or prev == 0 then return end
-      local p = math.max(prev - cost, 0)
-      if cur == 0 and p == 0 then redis.call('DEL', key) return end
-      slidingStore(key, id, cur, p, slidingReset(id, cur, p, window, now))
-      return
-    end
-    if cur == 0 and cost >= 0 then return end
-    local c = math.max(cur - cost, 0)
-    -- A negative cost (a penalty) may open the current window's count: the key must then outlive it.
-    slidingStore(key, id, c, prev, cur == 0 and slidingReset(id, c, prev, window, now) or nil)
-  end,
-}
+--@check
+local id, cur, prev, fresh = slidingCounts(key, window, now)
+local e = now - id * window
+local used = prev * (window - e) + cur * window
+if used + cost * window <= limit * window then
+  ok, remaining, retry, delay = true, math.floor((limit * window - used - cost * window) / window), 0, 0
+  reset = slidingReset(id, cur + cost, prev, window, now)
+  more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now)
+  s1, s2, s3, s4 = id, cur + cost, prev, fresh or cur == 0
+else
+  ok, remaining, delay = false, math.floor(math.max(limit * window - used, 0) / window), 0
+  reset = slidingReset(id, cur, prev, window, now)
+  retry = slidingRetry(id, e, cur, prev, cost, limit, window, now)
+  more = slidingMore(id, e, cur, prev, remaining, limit, window, now)
+end
+--@commit
+if reset ~= 0 then slidingStore(key, s1, s2, s3, s4 and reset or nil) end
+--@refund
+local id, cur, prev = slidingCounts(key, window, now)
+-- A settlement's token is when its units were charged: from an earlier window they come back from the
+-- previous window's count while it still weighs, and from older ones not at all.
+local at = tonumber(token)
+if cost >= 0 and at and math.floor(at / window) < id then
+  if math.floor(at / window) ~= id - 1 or prev == 0 then return end
+  local p = math.max(prev - cost, 0)
+  if cur == 0 and p == 0 then redis.call('DEL', key) return end
+  slidingStore(key, id, cur, p, slidingReset(id, cur, p, window, now))
+  return
+end
+if cur == 0 and cost >= 0 then return end
+local c = math.max(cur - cost, 0)
+-- A negative cost (a penalty) may open the current window's count: the key must then outlive it.
+slidingStore(key, id, c, prev, cur == 0 and slidingReset(id, c, prev, window, now) or nil)

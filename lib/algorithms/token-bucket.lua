@@ -2,12 +2,12 @@
   token-bucket: starts full with `burst` tokens, refills continuously at limit / window; a request takes `cost`.
   Tokens are kept scaled by the window, so refill keeps every fraction (see bucket.lua).
 
-  Fragment ALG[4] (the fragment contract is in decide.lua's header): no KEYS or ARGV of its own; its host passes
-  the policy's state key and its values: cost (units), limit (units refilled per window), window (ms), burst
-  (units: the capacity), now (server ms). Uses state.lua and bucket.lua.
+  Fragment of algorithm id 4 (the fragment contract is in decide.lua's header): helpers, then its check, commit
+  and refund blocks. Inputs: the policy's state key, cost (units), limit (units refilled per window), window
+  (ms), burst (units: the capacity), now (server ms). Uses state.lua and bucket.lua.
   KEY    state string "<tokens × k (scaled; below 0 after an overdraft)>:<last refill, ms>:<k = the window the
          tokens are scaled by>" (state.lua)
-  check -> bucket.lua's reply, then slot 7 = the time it refilled up to (ms)
+  check  bucket.lua's values; s1 = the debt after, s2 = the time it refilled up to (ms)
 ]]
 local function tokenBucketDebt(key, limit, window, burst, now)
   local v = redis.call('GET', key)
@@ -28,19 +28,12 @@ local function tokenBucketStore(key, debt, at, limit, window, burst)
   redis.call('SET', key, string.format('%d:%d:%d', burst * window - debt, at, window), 'PX', ceildiv(debt, limit))
 end
 
-ALG[4] = {
-  burst = true,
-  check = function(key, cost, limit, window, burst, now)
-    local debt, at = tokenBucketDebt(key, limit, window, burst, now)
-    local r = bucket(debt, cost, limit, window, burst)
-    r[7] = at
-    return r
-  end,
-  commit = function(key, r, now, cost, limit, window, burst)
-    tokenBucketStore(key, r[6], r[7], limit, window, burst)
-  end,
-  refund = function(key, cost, limit, window, burst, now)
-    local debt, at = tokenBucketDebt(key, limit, window, burst, now)
-    tokenBucketStore(key, math.max(debt - cost * window, 0), at, limit, window, burst)
-  end,
-}
+--@check
+local debt, at = tokenBucketDebt(key, limit, window, burst, now)
+ok, remaining, reset, retry, delay, more, s1 = bucket(debt, cost, limit, window, burst)
+s2 = at
+--@commit
+tokenBucketStore(key, s1, s2, limit, window, burst)
+--@refund
+local debt, at = tokenBucketDebt(key, limit, window, burst, now)
+tokenBucketStore(key, math.max(debt - cost * window, 0), at, limit, window, burst)

@@ -3,19 +3,26 @@ import { join } from 'node:path';
 import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 import { VERDICT_PRELUDE } from '../verdicts';
 
-const DISPATCHER = readFileSync(join(__dirname, '..', '..', 'algorithms', 'decide.lua'), 'utf8');
-const LONE = readFileSync(join(__dirname, '..', '..', 'algorithms', 'lone.lua'), 'utf8');
-const DECIDE_ONE = readFileSync(join(__dirname, '..', '..', 'algorithms', 'decide-one.lua'), 'utf8');
-const BUCKET = readFileSync(join(__dirname, '..', '..', 'algorithms', 'bucket.lua'), 'utf8');
-const STATE = readFileSync(join(__dirname, '..', '..', 'algorithms', 'state.lua'), 'utf8');
+const lua = (name: string) => readFileSync(join(__dirname, '..', '..', 'algorithms', name), 'utf8');
+const DISPATCHER = lua('decide.lua');
+const LONE = lua('lone.lua');
+const DECIDE_ONE = lua('decide-one.lua');
+const BUCKET = lua('bucket.lua');
+const STATE = lua('state.lua');
+
+/** decide-one.lua's two parts: what stands before its function (written once per script), and the function. */
+const DECIDE_ONE_START = DECIDE_ONE.indexOf('local function decideOne(');
+const DECIDE_ONE_PRELUDE = DECIDE_ONE.slice(0, DECIDE_ONE_START);
+const DECIDE_ONE_FUNCTION = DECIDE_ONE.slice(DECIDE_ONE_START);
 
 /**
  * Builds the decision script for a set of algorithms: the dispatcher (algorithms/decide.lua) with the verdict
- * codes, their fragments and decide-one.lua spliced in where its markers stand. One script per algorithm keeps
- * the common single-policy call lean; one with all of them serves routes whose policies mix algorithms.
+ * codes and, per algorithm, its fragment as `ALG[id]` and its instance of decide-one.lua as `DECIDE_ONE[id]`.
+ * One script per algorithm keeps the common single-policy call lean; one with all of them serves routes whose
+ * policies mix algorithms.
  */
 export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): string {
-  return compose(DISPATCHER, algorithms);
+  return compose(DISPATCHER, algorithms, 'dispatcher');
 }
 
 /**
@@ -23,7 +30,7 @@ export function composeDecideScript(algorithms: readonly RateLimitAlgorithm[]): 
  * argument (decide.lua's header, "Across slots"). Redis 7.0 and later; older servers fail to compile it.
  */
 export function composeAcrossSlotsScript(algorithms: readonly RateLimitAlgorithm[]): string {
-  return `#!lua flags=allow-cross-slot-keys\n${compose(DISPATCHER, algorithms, ACROSS_SLOTS_KEYS)}`;
+  return `#!lua flags=allow-cross-slot-keys\n${compose(DISPATCHER, algorithms, 'dispatcher', ACROSS_SLOTS_KEYS)}`;
 }
 
 /** The keys of a script across slots, read from ARGV[2 ..] (a loop: `unpack` is Lua 5.1's, `table.unpack` 5.2's). */
@@ -32,24 +39,76 @@ const ACROSS_SLOTS_KEYS = 'local KEYS = {}\nfor i = 2, #ARGV do KEYS[i - 1] = AR
 /**
  * Builds the script for one decision of one policy of `algorithm` (algorithms/lone.lua): what a quiet API, a
  * Cluster and `batch: false` send for nearly every request, without the general dispatcher's loop and error
- * slots.
+ * slots, and with no closure per block of the algorithm.
  */
 export function composeLoneScript(algorithm: RateLimitAlgorithm): string {
-  return compose(LONE, [algorithm]);
+  return compose(LONE, [algorithm], 'lone').replace(/^--@burst$/m, () => (algorithm.usesBurst ? "burst, token = tonumber(token), ''" : ''));
 }
 
-/** `host` with its markers replaced: where its keys come from, the `VERDICT_*` locals, the algorithms' fragments, decide-one.lua. */
-function compose(host: string, algorithms: readonly RateLimitAlgorithm[], keys = ''): string {
+/** `host` with its markers replaced: where its keys come from, the `VERDICT_*` locals, the fragments. */
+function compose(host: string, algorithms: readonly RateLimitAlgorithm[], form: 'dispatcher' | 'lone', keys = ''): string {
   return host
-    .replace('--@keys', () => keys)
-    .replace('--@verdicts', () => VERDICT_PRELUDE)
-    .replace('--@fragments', () => fragmentsOf(algorithms))
-    .replace('--@decide-one', () => DECIDE_ONE);
+    .replace(/^--@keys$/m, () => keys)
+    .replace(/^--@verdicts$/m, () => VERDICT_PRELUDE)
+    .replace(/^--@fragments$/m, () => fragmentsOf(algorithms, form));
 }
 
-function fragmentsOf(algorithms: readonly RateLimitAlgorithm[]): string {
-  const fragments = algorithms.map((a) => a.lua);
-  if (algorithms.some((a) => a.usesBurst)) fragments.unshift(BUCKET);
-  if (algorithms.some((a) => a.redisType === 'string')) fragments.unshift(STATE);
-  return fragments.join('\n');
+/**
+ * The shared helpers the algorithms need, decide-one.lua's prelude, then per algorithm its helpers and blocks:
+ * in the dispatcher as `ALG[id]` and `DECIDE_ONE[id]`, in the lone script as its `decideOne` alone.
+ */
+function fragmentsOf(algorithms: readonly RateLimitAlgorithm[], form: 'dispatcher' | 'lone'): string {
+  const parts: string[] = [];
+  if (algorithms.some((a) => a.redisType === 'string')) parts.push(STATE);
+  if (algorithms.some((a) => a.usesBurst)) parts.push(BUCKET);
+  parts.push(DECIDE_ONE_PRELUDE);
+  for (const algorithm of algorithms) {
+    const { helpers, check, commit, refund } = blocksOf(algorithm);
+    parts.push(helpers);
+    const decideOne = DECIDE_ONE_FUNCTION.replace(/^( *)--@check$/gm, (_, indent: string) => block(check, indent))
+      .replace(/^( *)--@commit$/m, (_, indent: string) => block(commit, indent))
+      .replace(/^( *)--@capacity$/m, (_, indent: string) => `${indent}local capacity = ${algorithm.usesBurst ? 'burst' : 'limit'}`);
+    if (form === 'lone') {
+      parts.push(decideOne);
+      continue;
+    }
+    parts.push(`ALG[${algorithm.id}] = {
+  burst = ${algorithm.usesBurst},
+  check = function(key, cost, limit, window, burst, now, token)
+    local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+${block(check, '    ')}
+    return { ok, remaining, reset, retry, delay, s1, s2, s3, s4, more = more }
+  end,
+  commit = function(key, r, now, cost, limit, window, burst, token)
+    local reset, s1, s2, s3, s4, more = r[3], r[6], r[7], r[8], r[9], r.more
+${block(commit, '    ')}
+    r.more = more
+  end,
+  refund = function(key, cost, limit, window, burst, now, token)
+${indented(refund, '    ')}
+  end,
+}`);
+    parts.push(decideOne.replace('local function decideOne(', `DECIDE_ONE[${algorithm.id}] = function(`));
+  }
+  return parts.join('\n');
+}
+
+/** An algorithm's fragment split at its block markers (decide.lua's header, "The fragment contract"). */
+function blocksOf(algorithm: RateLimitAlgorithm): { helpers: string; check: string; commit: string; refund: string } {
+  const parts = algorithm.lua.split(/^--@(?:check|commit|refund)$/m);
+  if (parts.length !== 4) throw new Error(`${algorithm.name}.lua: expected --@check, --@commit and --@refund, in that order.`);
+  const [helpers, check, commit, refund] = parts;
+  return { helpers, check: check.trim(), commit: commit.trim(), refund: refund.trim() };
+}
+
+/** A block in its own scope (`do … end`: its locals stay its own), indented as the marker it replaces. */
+function block(code: string, indent: string): string {
+  return `${indent}do\n${indented(code, `${indent}  `)}\n${indent}end`;
+}
+
+function indented(code: string, indent: string): string {
+  return code
+    .split('\n')
+    .map((line) => (line === '' ? line : indent + line))
+    .join('\n');
 }
