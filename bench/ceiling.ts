@@ -10,10 +10,10 @@ import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithm } from '../lib/algorithms/algorithm.interface';
-import { composeLoneScript } from '../lib/stores/redis/redis-scripts';
+import { composeOnePolicyScript } from '../lib/stores/redis/redis-scripts';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, median, table } from './support/report';
-import { loneArgs, RLF_SCRIPT, rlfArgs } from './support/scripts';
+import { onePolicyArgs, RLF_SCRIPT, rlfArgs } from './support/scripts';
 import { settings } from './support/settings';
 
 const KEYS_RANGE = 10_000;
@@ -40,10 +40,10 @@ async function assertDecides(client: Redis, list: readonly Case[]): Promise<void
     if (!c.sha || c.name.startsWith('rate-limiter-flexible')) continue;
     const [command, ...rest] = c.args(c.sha).map((arg) => arg.replace('__rand_int__', 'probe'));
     const reply = (await client.call(command, ...rest)) as unknown[];
-    // A lone reply: now, status, remaining, …; an error would have thrown, a wrong layout gives no status.
+    // A one-policy reply: now, status, remaining, …; an error would have thrown, a wrong layout gives no status.
     if (!Array.isArray(reply) || typeof reply[1] !== 'number' || typeof reply[2] !== 'number') {
       throw new Error(
-        `ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update loneArgs (support/scripts.ts) to lone.lua's KEYS and ARGV.`,
+        `ceiling: ${c.name} did not decide (${JSON.stringify(reply)}); update onePolicyArgs (support/scripts.ts) to one-policy.lua's KEYS and ARGV.`,
       );
     }
   }
@@ -60,7 +60,7 @@ function cases(algorithms: readonly RateLimitAlgorithm[]): Case[] {
     },
   ];
   for (const a of algorithms)
-    list.push({ name: a.name, scenario: 'keys', script: composeLoneScript(a), args: loneArgs(a, '__rand_int__', BIG) });
+    list.push({ name: a.name, scenario: 'keys', script: composeOnePolicyScript(a), args: onePolicyArgs(a, '__rand_int__', BIG) });
   list.push({
     name: 'rate-limiter-flexible script',
     scenario: 'hot-reject',
@@ -68,7 +68,7 @@ function cases(algorithms: readonly RateLimitAlgorithm[]): Case[] {
     args: rlfArgs('rlflx:hot', 1),
   });
   for (const a of algorithms)
-    list.push({ name: a.name, scenario: 'hot-reject', script: composeLoneScript(a), args: loneArgs(a, 'hot', 1) });
+    list.push({ name: a.name, scenario: 'hot-reject', script: composeOnePolicyScript(a), args: onePolicyArgs(a, 'hot', 1) });
   return list;
 }
 

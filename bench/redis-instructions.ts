@@ -4,11 +4,11 @@
  * settles what `bench:ceiling`'s µs per call can only estimate within ±20 % on a shared 2-core machine: how
  * much Redis work each of our scripts costs next to rate-limiter-flexible's, and where it goes.
  *
- * Cases, 10k keys, every call allowed: INCR; an EVALSHA that only returns 1 with a lone decision's KEYS and
+ * Cases, 10k keys, every call allowed: INCR; an EVALSHA that only returns 1 with a one-policy decision's KEYS and
  * ARGV (what any script call costs before its body runs); rate-limiter-flexible's script; the commands our
- * lone fixed-window script sends, in the same order and with no logic between them (with and without the
+ * one-policy fixed-window script sends, in the same order and with no logic between them (with and without the
  * deny and lockout reads): the floor of that script as long as it keeps its keys and reads; each algorithm's
- * lone script (a Cluster, `batchDecisions: false`, every quiet API); and decide.lua deciding 16 trackers in
+ * one-policy script (a Cluster, `batchDecisions: false`, every quiet API); and decide.lua deciding 16 trackers in
  * one call (a standalone Redis under load), counted per decision.
  *
  * Per case: 2,000 calls with instrumentation off (the script is compiled, the keys exist), then the measured
@@ -25,10 +25,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
-import { composeDecideScript, composeLoneScript } from '../lib/stores/redis/redis-scripts';
+import { composeDecideScript, composeOnePolicyScript } from '../lib/stores/redis/redis-scripts';
 import { freePort } from '../test/support/redis-server';
 import { fmtRatio, heading, table } from './support/report';
-import { batchArgs, loneArgs, RLF_SCRIPT, rlfArgs } from './support/scripts';
+import { batchArgs, onePolicyArgs, RLF_SCRIPT, rlfArgs } from './support/scripts';
 import { settings } from './support/settings';
 
 /** Allow-all limit: never reached during the run. */
@@ -37,7 +37,7 @@ const KEYS_RANGE = 10_000;
 const BATCH = 16;
 const MEASURED_CALLS = settings.quick ? 2_000 : 5_000;
 
-/** What our lone fixed-window script sends, in its order, with constants where its logic would be. */
+/** What our one-policy fixed-window script sends, in its order, with constants where its logic would be. */
 const FLOOR_SCRIPT = `local t = redis.call('TIME')
 local d = redis.call('GET', KEYS[3])
 local b = redis.call('GET', KEYS[2])
@@ -57,16 +57,21 @@ interface Case {
 function cases(): Case[] {
   const algorithms = new RateLimitAlgorithmRegistry().all();
   const fixedWindow = algorithms.find((a) => a.name === 'fixed-window')!;
-  const lone = (tracker: string) => loneArgs(fixedWindow, tracker, BIG);
+  const oneCall = (tracker: string) => onePolicyArgs(fixedWindow, tracker, BIG);
   const list: Case[] = [
     { name: 'INCR', args: () => ['INCR', 'incr:{__rand_int__}'], decisions: 1 },
-    { name: 'EVALSHA of `return 1`, a lone call’s KEYS and ARGV', script: 'return 1', args: lone('__rand_int__'), decisions: 1 },
+    { name: 'EVALSHA of `return 1`, a one-policy call’s KEYS and ARGV', script: 'return 1', args: oneCall('__rand_int__'), decisions: 1 },
     { name: 'rate-limiter-flexible script', script: RLF_SCRIPT, args: rlfArgs('rlflx:{__rand_int__}', BIG), decisions: 1 },
-    { name: 'lone fixed-window’s commands, no logic', script: FLOOR_SCRIPT, args: lone('__rand_int__'), decisions: 1 },
-    { name: '… without the deny and lockout GETs', script: FLOOR_WITHOUT_READS, args: lone('__rand_int__'), decisions: 1 },
+    { name: 'one-policy fixed-window’s commands, no logic', script: FLOOR_SCRIPT, args: oneCall('__rand_int__'), decisions: 1 },
+    { name: '… without the deny and lockout GETs', script: FLOOR_WITHOUT_READS, args: oneCall('__rand_int__'), decisions: 1 },
   ];
   for (const a of algorithms) {
-    list.push({ name: `lone ${a.name}`, script: composeLoneScript(a), args: loneArgs(a, '__rand_int__', BIG), decisions: 1 });
+    list.push({
+      name: `one-policy ${a.name}`,
+      script: composeOnePolicyScript(a),
+      args: onePolicyArgs(a, '__rand_int__', BIG),
+      decisions: 1,
+    });
   }
   list.push({
     name: `decide.lua, ${BATCH} fixed-window decisions per call`,

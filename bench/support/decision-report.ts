@@ -145,7 +145,7 @@ function targets(list: readonly Variant[], results: DecisionResults, scenarios: 
   console.log('\n### Targets (per-round ratios in this run)\n');
   console.log(table(['target', 'goal', 'median (rounds)', 'met'], rows));
 
-  // Redis's own time per single-policy decision: alone (c=1, the lone script) and batched (c=64), against
+  // Redis's own time per single-policy decision: alone (c=1, the one-policy script) and batched (c=64), against
   // rate-limiter-flexible's script in the same cells: fixed-window at most rlf's, the others 1.25× of it.
   const redisRows: string[][] = [];
   for (const scenario of ['keys', 'cluster', 'unbatched'] as const) {

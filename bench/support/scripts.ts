@@ -1,6 +1,6 @@
 import type { RateLimitAlgorithm } from '../../lib/algorithms/algorithm.interface';
 import { DENY_KEY_SUFFIX } from '../../lib/shared/keys';
-import { DecideCall, loneCall } from '../../lib/stores/redis/redis-codec';
+import { DecideCall, onePolicyCall } from '../../lib/stores/redis/redis-codec';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 
 /** rate-limiter-flexible's RateLimiterRedis script (lib/RateLimiterRedis.js), copied verbatim for scale. */
@@ -39,12 +39,12 @@ function consumeCall(algorithm: RateLimitAlgorithm, tracker: string, limit: numb
 }
 
 /**
- * KEYS and ARGV of a lone decision, the script the store sends for one policy's decision (algorithms/lone.lua,
- * encoded by loneCall): the policy's state and block keys, then the tracker's deny key; one argument of
+ * KEYS and ARGV of a one-policy decision, the script the store sends for one policy's decision (algorithms/one-policy.lua,
+ * encoded by onePolicyCall): the policy's state and block keys, then the tracker's deny key; one argument of
  * cost, limit, window ms, blockFor ms and, for the algorithms whose capacity it is, burst, joined by spaces.
  */
-export function loneArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
-  const { keys, args } = loneCall(consumeCall(algorithm, tracker, limit), 'c');
+export function onePolicyArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
+  const { keys, args } = onePolicyCall(consumeCall(algorithm, tracker, limit), 'c');
   return (sha) => ['EVALSHA', sha, String(keys.length), ...keys, ...args];
 }
 

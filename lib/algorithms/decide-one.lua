@@ -1,7 +1,7 @@
 --[[
   Template: one decision of one policy with a plain lockout (blockFor a number of ms), the call nearly every
   request makes. redis-scripts.ts makes one function of it per algorithm, the algorithm's check and commit
-  blocks written in where the markers stand (no fragment table, no closure per block): lone.lua runs its one
+  blocks written in where the markers stand (no fragment table, no closure per block): one-policy.lua runs its one
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 

@@ -46,17 +46,17 @@
   first access to it, before anything was charged: a decision reads each of its keys before it writes it.
 
   The fragment contract (each algorithm's .lua file; redis-scripts.ts splices the fragments into this script
-  and lone.lua): local helpers, then three blocks of statements after the lines `--@check`, `--@commit` and
-  `--@refund`. A fragment reads nothing of its host but ceildiv and the helpers of state.lua and bucket.lua; it
-  decides on one policy's values, as these names: key (its state key), cost (units), limit, window (ms),
-  burst, now (the script's server ms), token.
+  and one-policy.lua): local helpers, then three blocks of statements, each after its marker line (two dashes,
+  @ and check, commit or refund). A fragment reads nothing of its host but ceildiv and the helpers of state.lua
+  and bucket.lua; it decides on one policy's values, as these names: key (its state key), cost (units), limit,
+  window (ms), burst, now (the script's server ms), token.
     check  reads the state (may drop expired entries or rewrite a state measured with other params, never
            charges) and sets, on every path: ok (allowed), remaining, reset (ms), retry (ms), delay (ms), more
            (ms until additional quota); and s1 .. s4, the algorithm's own values for its commit
     commit charges what the check allowed; reads the check's reset, more and s1 .. s4, and may set more
     refund gives cost units back (a negative cost charges them); may return early
   A block declares only its own locals: the names above are its host's. The blocks are written into decide-one.lua
-  once per algorithm (no closure per block: a lone call builds none), and into ALG[id] = { check, commit,
+  once per algorithm (no closure per block: a one-policy call builds none), and into ALG[id] = { check, commit,
   refund, burst } for the general path here, which hands a check's values on as r = { ok, remaining, reset,
   retry, delay, s1, s2, s3, s4, more = more }. burst: true when the capacity is burst rather than limit.
 ]]
@@ -248,7 +248,7 @@ while A[d] do
       ok, err = pcall(penalize, mode, n, k, d, o)
     elseif n == 1 and type(SHAPES[A[d + 2]][6]) == 'number' then
       -- One policy with a plain lockout (its shape's blockFor, a number): the lean path (decide-one.lua), as a
-      -- lone call takes it.
+      -- one-policy call takes it.
       local s = SHAPES[A[d + 2]]
       local token = A[d + 3]
       if token == 0 then token = '' end

@@ -23,8 +23,8 @@ import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.regis
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
-import { DecideCall, isLone, loneCall, luaScript, type LuaScript } from '../../lib/stores/redis/redis-codec';
-import { composeAcrossSlotsScript, composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
+import { DecideCall, isOnePolicy, onePolicyCall, luaScript, type LuaScript } from '../../lib/stores/redis/redis-codec';
+import { composeAcrossSlotsScript, composeDecideScript, composeOnePolicyScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 import { Verdict } from '../../lib/stores/verdicts';
 import { compilePolicy, type CompiledPolicy } from '../../lib/policy/compile-policy';
@@ -202,13 +202,13 @@ const POLICIES: RateLimitPolicy[] = [
   { algorithm: 'gcra', limit: 3, window: 90, burst: 2, name: 'gc', blockFor: 50, escalate: { max: 400, forgiveAfter: 1_000 } },
   { algorithm: 'leaky-bucket', limit: 2, window: 80, burst: 3, name: 'lb' },
   { algorithm: 'concurrency', limit: 2, window: 200, name: 'cc' },
-  // A plain lockout: a single-policy decision of it goes to the lone script (an escalating one never does).
+  // A plain lockout: a single-policy decision of it goes to the one-policy script (an escalating one never does).
   { algorithm: 'gcra', limit: 2, window: 60, burst: 2, name: 'gc2', blockFor: 30 },
 ];
 
 const compiled: CompiledPolicy[] = POLICIES.map((p) => compilePolicy(p, registry, 'script-rules', 'svc'));
 const lean = new Map(registry.all().map((a) => [a.name, luaScript(composeDecideScript([a]))]));
-const lone = new Map(registry.all().map((a) => [a.name, luaScript(composeLoneScript(a))]));
+const onePolicy = new Map(registry.all().map((a) => [a.name, luaScript(composeOnePolicyScript(a))]));
 const all = luaScript(composeDecideScript(registry.all()));
 const acrossSlots = luaScript(composeAcrossSlotsScript(registry.all()));
 
@@ -222,7 +222,7 @@ function callsOf(policies: readonly number[], tracker: string, cost: number, tok
 
 /**
  * A step of a trace: one script call of one or several decisions (a batch, as the store sends a tick's
- * decisions), with the script the store would pick: a lone decision's, a single policy's, the general one, or
+ * decisions), with the script the store would pick: a one-policy decision's, a single policy's, the general one, or
  * for a batch the general one across slots (on a standalone server, which lets a script reach any key).
  */
 function step(next: () => number, t: number): ScriptCall {
@@ -237,8 +237,8 @@ function step(next: () => number, t: number): ScriptCall {
     const cost = pick([0, 1, 1, 1, 2, 3, 6]);
     const calls = callsOf(chosen, tracker, cost, `lease-${Math.floor(next() * 3)}`);
     const mode = pick(['c', 'c', 'c', 'p', 'r', 'b', 'x']);
-    if (decisions === 1 && isLone(calls, mode)) {
-      return { script: lone.get(calls[0].algorithm.name)!, ...loneCall(calls[0], mode) };
+    if (decisions === 1 && isOnePolicy(calls, mode)) {
+      return { script: onePolicy.get(calls[0].algorithm.name)!, ...onePolicyCall(calls[0], mode) };
     }
     call.add(mode === 'b' ? calls.map((c) => ({ ...c, blockForMs: 40 + (t % 3) * 10 })) : calls, mode);
     single = calls;
@@ -332,29 +332,31 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
   }, 60_000);
 
   it('the trace covers every algorithm, every mode, batches and multi-policy decisions', () => {
-    const loneIds = new Map(registry.all().map((a) => [lone.get(a.name)!.sha, a.id]));
+    const onePolicyIds = new Map(registry.all().map((a) => [onePolicy.get(a.name)!.sha, a.id]));
     // decide.lua's calls carry one JSON array (the shapes, then per decision: mode, n, per policy its shape
-    // and token); a lone call its values joined by spaces ('p' for a peek).
-    const general = trace.filter((c) => !loneIds.has(c.script.sha));
+    // and token); a one-policy call its values joined by spaces ('p' for a peek).
+    const general = trace.filter((c) => !onePolicyIds.has(c.script.sha));
     const decisions = general.flatMap((c) => decisionsOf(c.args));
     expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set([1, 2, 3, 4, 5]));
     const ids = new Set(decisions.flatMap((d) => d.filter((_, i) => i % 7 === 1)));
     expect(ids).toEqual(new Set(registry.all().map((a) => a.id)));
-    // Every algorithm's lone script ran, consuming and peeking.
-    const loneRuns = new Set(
+    // Every algorithm's one-policy script ran, consuming and peeking.
+    const onePolicyRuns = new Set(
       trace
-        .filter((c) => loneIds.has(c.script.sha))
-        .map((c) => `${loneIds.get(c.script.sha)}${c.args[0].split(' ')[3] === 'p' ? 'p' : 'c'}`),
+        .filter((c) => onePolicyIds.has(c.script.sha))
+        .map((c) => `${onePolicyIds.get(c.script.sha)}${c.args[0].split(' ')[3] === 'p' ? 'p' : 'c'}`),
     );
-    expect(loneRuns).toEqual(new Set(registry.all().flatMap((a) => [`${a.id}c`, `${a.id}p`])));
+    expect(onePolicyRuns).toEqual(new Set(registry.all().flatMap((a) => [`${a.id}c`, `${a.id}p`])));
     expect(general.some((c) => decisionsOf(c.args).length === 3)).toBe(true);
     // Batches ran both ways: declaring every key, and across slots (ARGV[2 ..]).
     expect(general.filter((c) => c.script === acrossSlots && decisionsOf(c.args).length === 3).length).toBeGreaterThan(2);
     expect(general.filter((c) => c.script === all && decisionsOf(c.args).length === 3).length).toBeGreaterThan(2);
     expect(decisions.some((d) => d.length > 8)).toBe(true);
-    // Rejections, lockouts and cost > capacity happened (each status in some reply: a lone reply's is its second value).
+    // Rejections, lockouts and cost > capacity happened (each status in some reply: a one-policy reply's is its second value).
     const statuses = new Set(
-      trace.flatMap((c) => (c.reply as unknown[]).filter((_, i) => (loneIds.has(c.script.sha) ? i === 1 : i > 0 && (i - 1) % 6 === 0))),
+      trace.flatMap((c) =>
+        (c.reply as unknown[]).filter((_, i) => (onePolicyIds.has(c.script.sha) ? i === 1 : i > 0 && (i - 1) % 6 === 0)),
+      ),
     );
     const rejections = [Verdict.Limited, Verdict.Blocked, Verdict.CostExceedsCapacity];
     expect(rejections.filter((s) => statuses.has(s))).toEqual(rejections);

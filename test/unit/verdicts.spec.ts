@@ -4,7 +4,7 @@ import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { compilePolicy } from '../../lib/policy/compile-policy';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import { parseDecision } from '../../lib/stores/redis/redis-codec';
-import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
+import { composeDecideScript, composeOnePolicyScript } from '../../lib/stores/redis/redis-scripts';
 import type { StoreVerdict } from '../../lib/stores/store.interface';
 import { Verdict } from '../../lib/stores/verdicts';
 
@@ -12,7 +12,7 @@ const registry = new RateLimitAlgorithmRegistry();
 
 describe('Verdict', () => {
   it('every composed script defines each code under its VERDICT_* name, and writes no status by number', () => {
-    const scripts = [composeDecideScript(registry.all()), ...registry.all().map((a) => composeLoneScript(a))];
+    const scripts = [composeDecideScript(registry.all()), ...registry.all().map((a) => composeOnePolicyScript(a))];
     for (const lua of scripts) {
       expect(lua).toContain(
         'local VERDICT_ALLOWED = 0\nlocal VERDICT_LIMITED = 1\nlocal VERDICT_BLOCKED = 2\nlocal VERDICT_COST_EXCEEDS_CAPACITY = 3\n' +

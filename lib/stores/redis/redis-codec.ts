@@ -74,23 +74,23 @@ export class DecideCall {
 }
 
 /**
- * Whether a decision goes to its algorithm's lone script (algorithms/lone.lua: the keys {@link DecideCall}
- * writes, the argument {@link loneCall} writes, the reply {@link parseLoneDecision} reads): one policy,
+ * Whether a decision goes to its algorithm's one-policy script (algorithms/one-policy.lua: the keys {@link DecideCall}
+ * writes, the argument {@link onePolicyCall} writes, the reply {@link parseOnePolicyReply} reads): one policy,
  * consumed or peeked, with a plain window and a plain lockout (a calendar window, which can fail the decision,
  * and an escalating lockout go to decide.lua).
  */
-export function isLone(calls: readonly RateLimitCall[], mode: string): boolean {
+export function isOnePolicy(calls: readonly RateLimitCall[], mode: string): boolean {
   if (calls.length !== 1 || (mode !== 'c' && mode !== 'p')) return false;
   return calls[0].params.periods === undefined && calls[0].escalate === undefined;
 }
 
 /**
- * A lone decision's keys and argument (algorithms/lone.lua, for a call {@link isLone} accepts): the keys
+ * A one-policy decision's keys and argument (algorithms/one-policy.lua, for a call {@link isOnePolicy} accepts): the keys
  * {@link DecideCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
  * algorithm, so no id): cost, limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose
  * capacity it is, else the token when there is one (last: it may hold spaces).
  */
-export function loneCall(call: RateLimitCall, mode: string): { keys: string[]; args: string[] } {
+export function onePolicyCall(call: RateLimitCall, mode: string): { keys: string[]; args: string[] } {
   const { algorithm, cost, params, token } = call;
   const packed = `${cost} ${params.limit} ${params.windowMs} ${mode === 'p' ? 'p' : call.blockForMs}`;
   return {
@@ -137,11 +137,11 @@ export function parseDecision(reply: readonly number[], offset: number, policies
 }
 
 /**
- * The reply of a lone decision (algorithms/lone.lua): now, status, remaining, reset, more, then retry after and
+ * The reply of a one-policy decision (algorithms/one-policy.lua): now, status, remaining, reset, more, then retry after and
  * delay (a deny's reason in its place) when the script did not leave them out as 0. The same decision
  * {@link parseDecision} reads from decide.lua's reply.
  */
-export function parseLoneDecision(reply: ReadonlyArray<number | string>): StoreDecision {
+export function parseOnePolicyReply(reply: ReadonlyArray<number | string>): StoreDecision {
   const status = reply[1] as Verdict;
   const verdict: StoreVerdict = {
     allowed: status === Verdict.Allowed,

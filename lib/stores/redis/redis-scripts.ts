@@ -5,7 +5,7 @@ import { VERDICT_PRELUDE } from '../verdicts';
 
 const lua = (name: string) => readFileSync(join(__dirname, '..', '..', 'algorithms', name), 'utf8');
 const DISPATCHER = lua('decide.lua');
-const LONE = lua('lone.lua');
+const ONE_POLICY = lua('one-policy.lua');
 const DECIDE_ONE = lua('decide-one.lua');
 const BUCKET = lua('bucket.lua');
 const STATE = lua('state.lua');
@@ -37,16 +37,18 @@ export function composeAcrossSlotsScript(algorithms: readonly RateLimitAlgorithm
 const ACROSS_SLOTS_KEYS = 'local KEYS = {}\nfor i = 2, #ARGV do KEYS[i - 1] = ARGV[i] end';
 
 /**
- * Builds the script for one decision of one policy of `algorithm` (algorithms/lone.lua): what a quiet API, a
+ * Builds the script for one decision of one policy of `algorithm` (algorithms/one-policy.lua): what a quiet API, a
  * Cluster and `batch: false` send for nearly every request, without the general dispatcher's loop and error
  * slots, and with no closure per block of the algorithm.
  */
-export function composeLoneScript(algorithm: RateLimitAlgorithm): string {
-  return compose(LONE, [algorithm], 'lone').replace(/^--@burst$/m, () => (algorithm.usesBurst ? "burst, token = tonumber(token), ''" : ''));
+export function composeOnePolicyScript(algorithm: RateLimitAlgorithm): string {
+  return compose(ONE_POLICY, [algorithm], 'one-policy').replace(/^--@burst$/m, () =>
+    algorithm.usesBurst ? "burst, token = tonumber(token), ''" : '',
+  );
 }
 
 /** `host` with its markers replaced: where its keys come from, the `VERDICT_*` locals, the fragments. */
-function compose(host: string, algorithms: readonly RateLimitAlgorithm[], form: 'dispatcher' | 'lone', keys = ''): string {
+function compose(host: string, algorithms: readonly RateLimitAlgorithm[], form: 'dispatcher' | 'one-policy', keys = ''): string {
   return host
     .replace(/^--@keys$/m, () => keys)
     .replace(/^--@verdicts$/m, () => VERDICT_PRELUDE)
@@ -55,9 +57,9 @@ function compose(host: string, algorithms: readonly RateLimitAlgorithm[], form: 
 
 /**
  * The shared helpers the algorithms need, decide-one.lua's prelude, then per algorithm its helpers and blocks:
- * in the dispatcher as `ALG[id]` and `DECIDE_ONE[id]`, in the lone script as its `decideOne` alone.
+ * in the dispatcher as `ALG[id]` and `DECIDE_ONE[id]`, in the one-policy script as its `decideOne` alone.
  */
-function fragmentsOf(algorithms: readonly RateLimitAlgorithm[], form: 'dispatcher' | 'lone'): string {
+function fragmentsOf(algorithms: readonly RateLimitAlgorithm[], form: 'dispatcher' | 'one-policy'): string {
   const parts: string[] = [];
   if (algorithms.some((a) => a.redisType === 'string')) parts.push(STATE);
   if (algorithms.some((a) => a.usesBurst)) parts.push(BUCKET);
@@ -68,7 +70,7 @@ function fragmentsOf(algorithms: readonly RateLimitAlgorithm[], form: 'dispatche
     const decideOne = DECIDE_ONE_FUNCTION.replace(/^( *)--@check$/gm, (_, indent: string) => block(check, indent))
       .replace(/^( *)--@commit$/m, (_, indent: string) => block(commit, indent))
       .replace(/^( *)--@capacity$/m, (_, indent: string) => `${indent}local capacity = ${algorithm.usesBurst ? 'burst' : 'limit'}`);
-    if (form === 'lone') {
+    if (form === 'one-policy') {
       parts.push(decideOne);
       continue;
     }

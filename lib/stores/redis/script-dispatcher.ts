@@ -5,15 +5,15 @@ import {
   DecideCall,
   decisionKeyCount,
   explainForeignData,
-  isLone,
-  loneCall,
+  isOnePolicy,
+  onePolicyCall,
   luaScript,
   parseDecision,
-  parseLoneDecision,
+  parseOnePolicyReply,
   REPLY_PER_CALL,
   type LuaScript,
 } from './redis-codec';
-import { composeAcrossSlotsScript, composeDecideScript, composeLoneScript } from './redis-scripts';
+import { composeAcrossSlotsScript, composeDecideScript, composeOnePolicyScript } from './redis-scripts';
 import { isServerReply, type RedisScriptTransport, type ScriptCall, type ScriptRunner } from './transports/redis-transport';
 
 /**
@@ -48,7 +48,7 @@ interface Queued {
 
 /**
  * Which script a call of its own runs, which also says how its reply reads: its algorithm's one-policy script
- * ({@link isLone}), decide.lua holding its one algorithm, or decide.lua holding every algorithm (several policies).
+ * ({@link isOnePolicy}), decide.lua holding its one algorithm, or decide.lua holding every algorithm (several policies).
  */
 type OwnScript = 'one-policy' | 'algorithm' | 'any-algorithm';
 
@@ -94,7 +94,7 @@ export class ScriptDispatcher {
   ) {
     for (const algorithm of algorithms) {
       const { name, keyTag } = algorithm;
-      const one = luaScript(composeLoneScript(algorithm));
+      const one = luaScript(composeOnePolicyScript(algorithm));
       const own = luaScript(composeDecideScript([algorithm]));
       this.onePolicy.set(name, { script: one, run: transport.prepare(one, decisionKeyCount(1), `rlDecideOne_${keyTag}`) });
       this.algorithm.set(name, { script: own, run: transport.prepare(own, decisionKeyCount(1), `rlDecide_${keyTag}`) });
@@ -158,7 +158,7 @@ export class ScriptDispatcher {
   private sendDecision(q: Queued): void {
     const call = ownCall(q.calls, q.mode);
     this.sendOwnCall(q.calls, q.mode, call)
-      .then((reply) => (call.script === 'one-policy' ? q.resolve(parseLoneDecision(reply as Reply)) : this.settle([q], reply as Reply)))
+      .then((reply) => (call.script === 'one-policy' ? q.resolve(parseOnePolicyReply(reply as Reply)) : this.settle([q], reply as Reply)))
       .catch(q.reject);
   }
 
@@ -172,18 +172,18 @@ export class ScriptDispatcher {
   }
 
   /**
-   * One call for `batch` on one server (or one decision on a Cluster): a lone decision of one policy with its
+   * One call for `batch` on one server (or one decision on a Cluster): a single decision of one policy with its
    * algorithm's one-policy script, anything else with decide.lua holding every algorithm. Sent straight to the
    * connection, not through the client's auto-pipeline, which would hold it for another turn.
    */
   private sendBatch(batch: readonly Queued[]): void {
     const first = batch[0];
-    if (batch.length === 1 && isLone(first.calls, first.mode)) {
-      const { keys, args } = loneCall(first.calls[0], first.mode);
+    if (batch.length === 1 && isOnePolicy(first.calls, first.mode)) {
+      const { keys, args } = onePolicyCall(first.calls[0], first.mode);
       // The one-policy script fails the call on an error (a key of the wrong type) where decide.lua reports it in place.
       this.transport
         .evalScript(this.onePolicy.get(first.calls[0].algorithm.name)!.script, keys, args)
-        .then((reply) => first.resolve(parseLoneDecision(reply as Reply)))
+        .then((reply) => first.resolve(parseOnePolicyReply(reply as Reply)))
         .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
       return;
     }
@@ -266,7 +266,7 @@ export class ScriptDispatcher {
         batch.forEach((q, i) => {
           const [error, reply] = replies[i] ?? [new RateLimitStoreError('no reply in the pipeline'), undefined];
           if (!error) {
-            if (own[i].script === 'one-policy') q.resolve(parseLoneDecision(reply as Reply));
+            if (own[i].script === 'one-policy') q.resolve(parseOnePolicyReply(reply as Reply));
             else this.settle([q], reply as Reply);
           } else if (nothingRan(error)) this.sendDecision(q);
           else this.explainError(q.calls, error).then(q.reject, q.reject);
@@ -349,7 +349,7 @@ function cannotRunAcrossSlots(error: unknown): boolean {
 
 /** `calls` as a call of their own, its script found once (it decides the layout and, later, the reply's). */
 function ownCall(calls: readonly RateLimitCall[], mode: string): OwnCall {
-  if (isLone(calls, mode)) return { script: 'one-policy', ...loneCall(calls[0], mode) };
+  if (isOnePolicy(calls, mode)) return { script: 'one-policy', ...onePolicyCall(calls[0], mode) };
   const { keys, args } = new DecideCall().add(calls, mode);
   return { script: calls.length === 1 ? 'algorithm' : 'any-algorithm', keys, args };
 }

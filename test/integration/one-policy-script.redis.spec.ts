@@ -1,5 +1,5 @@
 /**
- * The lone script's wire format (algorithms/lone.lua: one space-joined argument, a reply without its zero
+ * The one-policy script's wire format (algorithms/one-policy.lua: one space-joined argument, a reply without its zero
  * slots) against decide.lua's (one JSON array, six slots per decision): the encoder's layouts, the parser
  * giving the decision parseDecision gives for the same verdict, and on redis-server both scripts deciding the
  * same sequence for every algorithm, run back to back in one MULTI on twin trackers, so they read one clock.
@@ -7,8 +7,8 @@
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithm } from '../../lib/algorithms/algorithm.interface';
-import { DecideCall, loneCall, luaScript, parseDecision, parseLoneDecision } from '../../lib/stores/redis/redis-codec';
-import { composeDecideScript, composeLoneScript } from '../../lib/stores/redis/redis-scripts';
+import { DecideCall, onePolicyCall, luaScript, parseDecision, parseOnePolicyReply } from '../../lib/stores/redis/redis-codec';
+import { composeDecideScript, composeOnePolicyScript } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
 import { Verdict } from '../../lib/stores/verdicts';
 import { startRedis, type RedisProcess } from '../support/redis-server';
@@ -29,7 +29,7 @@ function call(algorithm: RateLimitAlgorithm, tracker: string, cost: number, over
   } as RateLimitCall;
 }
 
-describe('the lone call encoding', () => {
+describe('the one-policy call encoding', () => {
   const fixed = registry.get('fixed-window');
   const gcra = registry.get('gcra');
   const concurrency = registry.get('concurrency');
@@ -46,7 +46,7 @@ describe('the lone call encoding', () => {
     ['a token, last and as it is', call(concurrency, 't', -2, { token: 'lease a b' }), 'c', '-2 3 60000 0 lease a b'],
     ['no token', call(concurrency, 't', 1), 'p', '1 3 60000 p'],
   ])('%s', (_, c, mode, arg) => {
-    const { keys, args } = loneCall(c, mode);
+    const { keys, args } = onePolicyCall(c, mode);
     expect(keys).toEqual([c.stateKey, c.blockKey, c.denyKey]);
     expect(args).toEqual([arg]);
   });
@@ -60,13 +60,13 @@ describe('the lone call encoding', () => {
     ['denied with a reason', [Verdict.Denied, 0, 900, 900, 'abuse', 900], [Verdict.Denied, 0, 900, 900, 900, 'abuse']],
     ['denied with the reason "0"', [Verdict.Denied, 0, 900, 900, '0', 900], [Verdict.Denied, 0, 900, 900, 900, '0']],
     ['denied without a reason', [Verdict.Denied, 0, 900, 900, 0, 900], [Verdict.Denied, 0, 900, 900, 900]],
-  ])('parseLoneDecision reads %s as parseDecision reads decide.lua', (_, general, lone) => {
+  ])('parseOnePolicyReply reads %s as parseDecision reads decide.lua', (_, general, lone) => {
     const now = 1_795_000_000_123;
-    expect(parseLoneDecision([now, ...lone])).toEqual(parseDecision([now, ...general] as number[], 1, 1));
+    expect(parseOnePolicyReply([now, ...lone])).toEqual(parseDecision([now, ...general] as number[], 1, 1));
   });
 });
 
-describe('on redis-server, the lone script decides as decide.lua does', () => {
+describe('on redis-server, the one-policy script decides as decide.lua does', () => {
   let redis: RedisProcess;
   let client: Redis;
 
@@ -82,19 +82,19 @@ describe('on redis-server, the lone script decides as decide.lua does', () => {
 
   /** One decision by each script, on twin trackers, in one MULTI; again until both read the same ms. */
   async function both(lone: RateLimitCall, general: RateLimitCall, mode: string): Promise<[StoreDecision, StoreDecision]> {
-    const loneScript = luaScript(composeLoneScript(lone.algorithm));
+    const onePolicyScript = luaScript(composeOnePolicyScript(lone.algorithm));
     const decideScript = luaScript(composeDecideScript([lone.algorithm]));
     for (let attempt = 0; ; attempt++) {
-      const { keys: lk, args: la } = loneCall(lone, mode);
+      const { keys: lk, args: la } = onePolicyCall(lone, mode);
       const { keys: gk, args: ga } = new DecideCall().add([general], mode);
       const results = await client
         .multi()
-        .eval(loneScript.lua, lk.length, ...lk, ...la)
+        .eval(onePolicyScript.lua, lk.length, ...lk, ...la)
         .eval(decideScript.lua, gk.length, ...gk, ...ga)
         .exec();
       const [[e1, r1], [e2, r2]] = results!;
       if (e1 || e2) throw e1 ?? e2;
-      const a = parseLoneDecision(r1 as number[]);
+      const a = parseOnePolicyReply(r1 as number[]);
       const b = parseDecision(r2 as number[], 1, 1);
       if (a.nowMs === b.nowMs) return [a, b];
       // The two reads of the clock straddled a millisecond: a peek charged nothing and is asked again; a
@@ -106,7 +106,7 @@ describe('on redis-server, the lone script decides as decide.lua does', () => {
   it.each(registry.all().map((a) => [a.name, a] as const))('%s', async (_, algorithm) => {
     const twins = (cost: number, over: Partial<RateLimitCall> = {}) =>
       [call(algorithm, `l-${algorithm.name}`, cost, over), call(algorithm, `g-${algorithm.name}`, cost, over)] as const;
-    // A lease id with spaces (the lone argument's last value, taken as it is); one lease per step.
+    // A lease id with spaces (the one-policy argument's last value, taken as it is); one lease per step.
     const steps: Array<[number, string, Partial<RateLimitCall>]> = [
       [1, 'c', { token: 'lease a 1' }],
       // A renewal (negative cost) of the first lease, for the algorithm that has them.

@@ -9,7 +9,7 @@
   Its one argument holds the values joined by spaces, no JSON: parsing it costs Redis what cjson.decode did,
   and one argument costs the client less than several.
   The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
-  The TS encoder and parser are loneCall and parseLoneDecision in redis-codec.ts.
+  The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
   KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
   ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
