@@ -176,7 +176,7 @@ describe('npm run build', () => {
       const dist = (path) => require(${JSON.stringify(DIST)} + '/' + path);
       const registry = new (dist('algorithms/algorithm.registry').RateLimitAlgorithmRegistry)();
       const names = registry.all().map((a) => a.name);
-      const luaBytes = registry.all().every((a) => a.lua.includes('ALG[' + a.id + ']'));
+      const luaBytes = registry.all().every((a) => a.lua.includes('--@check'));
       const store = new (dist('stores/memory/memory.store').MemoryStore)({ clock: () => 1000 });
       const service = new pkg.RateLimiterService(new (dist('pipeline/rate-limit.engine').RateLimitEngine)(store), registry, {});
       service.consume({ algorithm: 'gcra', limit: 2, window: 1000 }, 'k').then((d) => {

@@ -114,3 +114,18 @@ function indented(code: string, indent: string): string {
     .map((line) => (line === '' ? line : indent + line))
     .join('\n');
 }
+
+/**
+ * Every decision script the store composes for `algorithms`, by file name: what docs/scripts/ holds
+ * (`npm run assemble-scripts`), so a reviewer reads each as Redis receives it.
+ */
+export function assembledScripts(algorithms: readonly RateLimitAlgorithm[]): Map<string, string> {
+  const scripts = new Map<string, string>();
+  for (const algorithm of algorithms) {
+    scripts.set(`one-policy.${algorithm.name}.lua`, composeOnePolicyScript(algorithm));
+    scripts.set(`decide.${algorithm.name}.lua`, composeDecideScript([algorithm]));
+  }
+  scripts.set('decide.all.lua', composeDecideScript(algorithms));
+  scripts.set('decide.across-slots.lua', composeAcrossSlotsScript(algorithms));
+  return scripts;
+}

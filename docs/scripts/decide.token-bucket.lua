@@ -1,0 +1,455 @@
+--[[
+  Rate-limit decisions, each for one tracker: every policy of a request, atomically, all-or-nothing.
+  The algorithm fragments (see the fragment contract below), each with its instance of decide-one.lua (a
+  decision of one policy with a plain lockout, the usual one), are spliced in where their marker stands, and the
+  VERDICT_* codes (lib/stores/verdicts.ts) where theirs does. One call carries one decision, or several (a
+  batch of unrelated decisions made in the same tick on one server, or on one Cluster master): they run one
+  after the other, as separate calls would, at one reading of the clock.
+
+  Per decision, in order (n = its policies, at most 8; the TS encoder is DecideCall in redis-codec.ts):
+    KEYS  2n + 1: per policy, its state key and its lockout key; then the tracker's deny key (all of one
+          decision share one {hash tag})
+    ARGV  [1] one JSON array: first the call's distinct policy shapes, each an array of six values, then every
+          decision of the call, flat, each 2 + 2n values, so cjson makes one table per shape and one for the
+          call (a table per decision, with its mode and token as strings, cost Redis twice as much per decision)
+          a shape: [1] algorithm id (ALG index)   [2] cost (units; negative: a concurrency renewal)
+                   [3] limit (units per window)  [4] window (ms; a calendar window: its four period starts, ms)
+                   [5] burst (units: the capacity of token-bucket, gcra and leaky-bucket; the others ignore it)
+                   [6] blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ])
+          a decision: +0 mode: 1 consume | 2 peek (charges nothing; may drop expired entries) | 3 refund cost
+             (units) / release the lease | 4 block for blockFor, never shortening a lockout in force, the token
+             kept as its note (a deny's reason) | 5 penalty: charge cost whatever the counter says (the refund
+             with cost negated), then peek one unit
+          +1 n
+          then per policy i (from +2 + 2(i − 1)): +0 its shape's index, +1 its token (lease id, a settlement's
+          charge time in ms, a block's note, as a string), or 0 for none
+  A lockout or deny key holds `<until>[:<offences>][|<note>]`: the end (server ms), an escalating policy's
+  lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason.
+  Reply (integers, and a deny's reason):
+    { now (server ms),
+      per consume/peek/penalty decision, per policy, six slots: status, remaining (units), reset (ms),
+        retry after (ms, -1 = never), delay (ms), more (ms until additional quota: `remaining` grows by one; 0
+        when nothing is used; a lockout's end at the soonest) }
+    status, a VERDICT_* code: VERDICT_ALLOWED; rejected: VERDICT_LIMITED by the counter, VERDICT_BLOCKED by a
+    lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1), VERDICT_DENIED (the tracker's deny key: every policy,
+    with remaining 0, reset = retry = more = the deny's end, and its reason in place of the delay, 0 without
+    one). (VERDICT_STORE_UNAVAILABLE is TypeScript's: a fallback's verdict, never replied.)
+    A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
+    Refund and block decisions add nothing. A decision that failed has its error message (a string) in
+    its first status slot, and zeros.
+  Time comes from the server's TIME only; nothing is stored but integers and a deny's reason.
+
+  Across slots (a Cluster's batch per master: redis-scripts.ts composes it): the script starts with
+  `#!lua flags=allow-cross-slot-keys` and declares one key, the first decision's state key, which routes the
+  call to its master; every key above comes after the JSON instead, as ARGV[2 ..], in the same order. A key that
+  master does not hold fails its decision alone ("Script attempted to access a non local key") at the decision's
+  first access to it, before anything was charged: a decision reads each of its keys before it writes it.
+
+  The fragment contract (each algorithm's .lua file; redis-scripts.ts splices the fragments into this script
+  and one-policy.lua): local helpers, then three blocks of statements, each after its marker line (two dashes,
+  @ and check, commit or refund). A fragment reads nothing of its host but ceildiv and the helpers of state.lua
+  and bucket.lua; it decides on one policy's values, as these names: key (its state key), cost (units), limit,
+  window (ms), burst, now (the script's server ms), token.
+    check  reads the state (may drop expired entries or rewrite a state measured with other params, never
+           charges) and sets, on every path: ok (allowed), remaining, reset (ms), retry (ms), delay (ms), more
+           (ms until additional quota); and s1 .. s4, the algorithm's own values for its commit
+    commit charges what the check allowed; reads the check's reset, more and s1 .. s4, and may set more
+    refund gives cost units back (a negative cost charges them); may return early
+  A block declares only its own locals: the names above are its host's. The blocks are written into decide-one.lua
+  once per algorithm (no closure per block: a one-policy call builds none), and into ALG[id] = { check, commit,
+  refund, burst } for the general path here, which hands a check's values on as r = { ok, remaining, reset,
+  retry, delay, s1, s2, s3, s4, more = more }. burst: true when the capacity is burst rather than limit.
+]]
+
+local VERDICT_ALLOWED = 0
+local VERDICT_LIMITED = 1
+local VERDICT_BLOCKED = 2
+local VERDICT_COST_EXCEEDS_CAPACITY = 3
+local VERDICT_STORE_UNAVAILABLE = 4
+local VERDICT_DENIED = 5
+local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
+local ALG = {}
+-- One policy, plain lockout: decide-one.lua's function for each algorithm, by id.
+local DECIDE_ONE = {}
+--[[
+  State kept in a string key: whole numbers joined by ':' (fixed-window, sliding-window and the buckets).
+  One GET and one SET … PX (or KEEPTTL) do what HMGET, HSET and PEXPIRE did on a small hash, and the key is
+  16 bytes smaller (bench/README.md). Spliced in before the fragments when a script holds one of them; no KEYS
+  or ARGV of its own: each helper gets the key its fragment was passed.
+    foreignValue(key, v)     raises { err = message } naming the key: a value the rate limiter did not write
+    putState(key, value, px) SET value, PX px (ms), or KEEPTTL when px is nil; replies nothing
+]]
+-- Fails the decision on a value v of `key` that its algorithm's pattern does not match: someone else's data
+-- under our prefix. (Callers match inline: a call per decision would cost more than the match.)
+local function foreignValue(key, v)
+  error({ err = string.format('Redis key "%s" holds "%s", which the rate limiter did not write: another application'
+    .. ' writes under this prefix. Give the rate limiter its own \'prefix\' or delete the key.', key, string.sub(v, 1, 40)) })
+end
+
+-- Writes `key`'s value, expiring in px ms, or keeping the key's expiry when px is nil (a window's expiry,
+-- set once when it moves).
+local function putState(key, value, px)
+  if px then
+    redis.call('SET', key, value, 'PX', px)
+  else
+    redis.call('SET', key, value, 'KEEPTTL')
+  end
+end
+
+--[[
+  Shared by token-bucket, gcra and leaky-bucket (see bucket.ts): decide a request against a bucket whose
+  debt (distance from full, in units × window ms; `limit` of it repaid per ms) is `debt`. Spliced in before
+  their fragments when a script holds one of them; no KEYS, ARGV or redis calls.
+  bucket(debt, cost (units), limit (units per window), window (ms), burst (units: the capacity))
+    -> allowed, remaining (units), reset ms, retry ms, delay = 0, more = ms until the next whole unit, debt after
+       (several values, not a table: a check block assigns them to its outputs, decide.lua's header)
+  Needs ceildiv from its host.
+]]
+-- Ms until the level (capacity - debt) reaches its next multiple of window: one more whole unit; 0 at full.
+-- A level below zero (a penalty, an overdraft) reports 0 units until it is back to one whole unit.
+local function bucketMore(debt, capacity, limit, window)
+  if debt <= 0 then return 0 end
+  local level = capacity - debt
+  if level < 0 then return ceildiv(window - level, limit) end
+  return ceildiv(window - level % window, limit)
+end
+
+local function bucket(debt, cost, limit, window, burst)
+  local capacity = burst * window
+  local need = cost * window
+  if debt + need <= capacity then
+    local after = debt + need
+    return true, math.floor((capacity - after) / window), ceildiv(after, limit), 0, 0, bucketMore(after, capacity, limit, window), after
+  end
+  return false, math.floor((capacity - debt) / window), ceildiv(debt, limit), ceildiv(debt + need - capacity, limit), 0, bucketMore(debt, capacity, limit, window), debt
+end
+
+--[[
+  Template: one decision of one policy with a plain lockout (blockFor a number of ms), the call nearly every
+  request makes. redis-scripts.ts makes one function of it per algorithm, the algorithm's check and commit
+  blocks written in where the markers stand (no fragment table, no closure per block): one-policy.lua runs its one
+  algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
+  decision of a batch, and its general path for several policies or an escalating lockout.
+
+  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+    reply, o  the script's reply table, and the first of the six slots this decision writes there
+    now       the script's one reading of the server's TIME, ms
+    mode      'c' consume or 'p' peek
+    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
+    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+    code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the check does).
+  From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
+  What stands before the function is written once per script, the function once per algorithm.
+]]
+
+--[[
+  token-bucket: starts full with `burst` tokens, refills continuously at limit / window; a request takes `cost`.
+  Tokens are kept scaled by the window, so refill keeps every fraction (see bucket.lua).
+
+  Fragment of algorithm id 4 (the fragment contract is in decide.lua's header): helpers, then its check, commit
+  and refund blocks. Inputs: the policy's state key, cost (units), limit (units refilled per window), window
+  (ms), burst (units: the capacity), now (server ms). Uses state.lua and bucket.lua.
+  KEY    state string "<tokens × k (scaled; below 0 after an overdraft)>:<last refill, ms>:<k = the window the
+         tokens are scaled by>" (state.lua)
+  check  bucket.lua's values; s1 = the debt after, s2 = the time it refilled up to (ms)
+]]
+local function tokenBucketDebt(key, limit, window, burst, now)
+  local v = redis.call('GET', key)
+  local capacity = burst * window
+  if not v then return 0, now end
+  local s, last, k = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
+  if not s then foreignValue(key, v) end
+  s, last, k = tonumber(s), tonumber(last), tonumber(k)
+  if k ~= window then s = math.floor(s * window / k) end
+  if now > last then s = s + (now - last) * limit else now = last end
+  if s > capacity then s = capacity end
+  return capacity - s, now
+end
+
+-- Writes the bucket's debt (distance from full), refilled up to `at`; a full bucket needs no key.
+local function tokenBucketStore(key, debt, at, limit, window, burst)
+  if debt == 0 then redis.call('DEL', key) return end
+  redis.call('SET', key, string.format('%d:%d:%d', burst * window - debt, at, window), 'PX', ceildiv(debt, limit))
+end
+
+
+ALG[4] = {
+  burst = true,
+  check = function(key, cost, limit, window, burst, now, token)
+    local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+    do
+      local debt, at = tokenBucketDebt(key, limit, window, burst, now)
+      ok, remaining, reset, retry, delay, more, s1 = bucket(debt, cost, limit, window, burst)
+      s2 = at
+    end
+    return { ok, remaining, reset, retry, delay, s1, s2, s3, s4, more = more }
+  end,
+  commit = function(key, r, now, cost, limit, window, burst, token)
+    local reset, s1, s2, s3, s4, more = r[3], r[6], r[7], r[8], r[9], r.more
+    do
+      tokenBucketStore(key, s1, s2, limit, window, burst)
+    end
+    r.more = more
+  end,
+  refund = function(key, cost, limit, window, burst, now, token)
+    local debt, at = tokenBucketDebt(key, limit, window, burst, now)
+    tokenBucketStore(key, math.max(debt - cost * window, 0), at, limit, window, burst)
+  end,
+}
+DECIDE_ONE[4] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
+  local denial = redis.call('GET', dkey)
+  if denial then
+    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
+    if left > 0 then
+      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
+      return
+    end
+  end
+  local v = redis.call('GET', bkey)
+  if v then
+    local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
+    if left > 0 then
+      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
+      return
+    end
+  end
+  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+  do
+    local debt, at = tokenBucketDebt(key, limit, window, burst, now)
+    ok, remaining, reset, retry, delay, more, s1 = bucket(debt, cost, limit, window, burst)
+    s2 = at
+  end
+  local capacity = burst
+  if ok and cost <= capacity then
+    if mode == 'c' then
+      do
+        tokenBucketStore(key, s1, s2, limit, window, burst)
+      end
+    else
+      -- A peek charges nothing: it reports the quota as it stands, what a check of cost 0 sees.
+      cost = 0
+      do
+        local debt, at = tokenBucketDebt(key, limit, window, burst, now)
+        ok, remaining, reset, retry, delay, more, s1 = bucket(debt, cost, limit, window, burst)
+        s2 = at
+      end
+      delay = 0
+    end
+    reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
+    return
+  end
+  local status = VERDICT_LIMITED
+  if cost > capacity then
+    status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+  elseif blockFor > 0 and mode == 'c' then
+    -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
+    redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
+    status, reset, retry, more = VERDICT_BLOCKED, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
+  end
+  reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = status, remaining, reset, retry, delay, more
+end
+
+
+-- Values per policy in the argument array, after a decision's mode and n (see the header).
+local PER_POLICY = 2
+local MODES = { 'c', 'p', 'r', 'b', 'x' }
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local reply = { now }
+local A = cjson.decode(ARGV[1])
+local SHAPES = A[1]
+
+-- Policy i of the decision at A[d] whose keys start at KEYS[k], as nine values (no table: this runs for every
+-- policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
+local function policy(k, d, i)
+  local p = d + 2 + (i - 1) * PER_POLICY
+  local s = SHAPES[A[p]]
+  local token = A[p + 1]
+  if token == 0 then token = '' end
+  return ALG[s[1]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], s[2], s[3], s[4], s[5], s[6], token
+end
+
+-- A lockout or deny key's value as its end, offence count (0 without) and note (0 without): see the header.
+-- A plain lockout, the usual value, is a number and parses at once.
+local function lockout(v)
+  local until_ = tonumber(v)
+  if until_ then return until_, 0, 0 end
+  local note = 0
+  local bar = string.find(v, '|', 1, true)
+  if bar then v, note = string.sub(v, 1, bar - 1), string.sub(v, bar + 1) end
+  local colon = string.find(v, ':', 1, true)
+  if colon then return tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)), note end
+  return tonumber(v), 0, note
+end
+
+-- The lockout a rejection starts, given the block key's value v: its length, the value to store and its PX.
+-- An escalating policy's n-th lockout since it was last forgiven lasts min(first × factor^(n-1), max), and its
+-- key outlives it by forgiveAfter to remember n; offences whose quiet time has passed are forgotten.
+local function lockoutFor(blockFor, v)
+  if type(blockFor) == 'number' then return blockFor, now + blockFor, blockFor end
+  local len, factor, max, forgive = blockFor[1], blockFor[2], blockFor[3], blockFor[4]
+  local offences = 0
+  if v then
+    local until_, count = lockout(v)
+    if now < until_ + forgive then offences = count end
+  end
+  -- At most ~42 steps: the cap is at most 2^42 times the first lockout.
+  for _ = 1, offences do
+    len = len * factor
+    if len >= max then
+      len = max
+      break
+    end
+  end
+  return len, string.format('%d:%d', now + len, offences + 1), len + forgive
+end
+
+-- block(): a lockout of blockFor from now, unless one in force ends as late or later (never shortened). An
+-- escalating policy keeps its unforgiven offence count (and its key the forgiveness time); a note is kept with it.
+local function extendLockout(bkey, blockFor, note)
+  local len, forgive = blockFor, 0
+  if type(blockFor) == 'table' then len, forgive = blockFor[1], blockFor[4] end
+  local until_, px, offences = now + len, len, 0
+  local v = redis.call('GET', bkey)
+  if v then
+    local before, count = lockout(v)
+    if before >= until_ then return end
+    if forgive > 0 and now < before + forgive then offences = count end
+  end
+  -- %d, not concatenation: Lua 5.4 (Dragonfly) would print a number cjson gave as a float with '.0'.
+  local value = string.format('%d', until_)
+  if offences > 0 then value, px = value .. string.format(':%d', offences), len + forgive end
+  if note ~= '' then value = value .. '|' .. note end
+  redis.call('SET', bkey, value, 'PX', px)
+end
+
+local function change(mode, n, k, d)
+  for i = 1, n do
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
+    if mode == 'r' then
+      alg.refund(key, cost, limit, window, burst, now, token)
+    else
+      extendLockout(bkey, blockFor, token)
+    end
+  end
+end
+
+-- Decides into the six reply slots per policy from reply[o]; with `unit`, each policy checks that many units
+-- instead of its cost (a penalty's peek).
+local function decide(mode, n, k, d, o, unit)
+  -- A denied tracker is rejected by every policy, before any is checked: one GET per decision.
+  local denial = redis.call('GET', KEYS[k + 2 * n])
+  if denial then
+    local until_, _, note = lockout(denial)
+    if until_ > now then
+      local left = until_ - now
+      for b = o, o + 6 * (n - 1), 6 do
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_DENIED, 0, left, left, note, left
+      end
+      return
+    end
+  end
+  -- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
+  local allowed = true
+  local verdicts = {}
+  for i = 1, n do
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
+    if unit then cost = unit end
+    local b = o + (i - 1) * 6
+    local v = redis.call('GET', bkey)
+    local until_ = v and lockout(v)
+    if until_ and until_ > now then
+      allowed = false
+      reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_BLOCKED, 0, until_ - now, until_ - now, 0, until_ - now
+    else
+      local r = alg.check(key, cost, limit, window, burst, now, token)
+      verdicts[i] = r
+      local capacity = limit
+      if alg.burst then capacity = burst end
+      if r[1] and cost <= capacity then
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_ALLOWED, r[2], r[3], 0, r[5], r.more
+      else
+        allowed = false
+        local status, reset, retry, more = VERDICT_LIMITED, r[3], r[4], r.more
+        if cost > capacity then
+          status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+        elseif blockFor ~= 0 and mode == 'c' then
+          local len, value, px = lockoutFor(blockFor, v)
+          redis.call('SET', bkey, value, 'PX', px)
+          if len > retry then retry = len end
+          if len > reset then reset = len end
+          if len > more then more = len end
+          status = VERDICT_BLOCKED
+        end
+        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = status, r[2], reset, retry, r[5], more
+      end
+    end
+  end
+
+  if mode == 'c' and allowed then
+    for i = 1, n do
+      local alg, key, _, cost, limit, window, burst, _, token = policy(k, d, i)
+      alg.commit(key, verdicts[i], now, cost, limit, window, burst, token)
+      reply[o + (i - 1) * 6 + 5] = verdicts[i].more
+    end
+    return
+  end
+
+  -- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as
+  -- it stands, which is what a check of cost 0 sees.
+  for i = 1, n do
+    local b = o + (i - 1) * 6
+    if reply[b] == VERDICT_ALLOWED then
+      local alg, key, _, _, limit, window, burst, _, token = policy(k, d, i)
+      local r = alg.check(key, 0, limit, window, burst, now, token)
+      reply[b + 1], reply[b + 2], reply[b + 4], reply[b + 5] = r[2], r[3], 0, r.more
+    end
+  end
+end
+
+-- A penalty charges every policy unconditionally (a refund of minus the cost), then reports what a peek of
+-- one unit sees: whether one more unit fits, and when it will.
+local function penalize(mode, n, k, d, o)
+  for i = 1, n do
+    local alg, key, _, cost, limit, window, burst, _, token = policy(k, d, i)
+    alg.refund(key, -cost, limit, window, burst, now, token)
+  end
+  decide('p', n, k, d, o, 1)
+end
+
+local k, d = 1, 2
+while A[d] do
+  local mode, n = MODES[A[d]], A[d + 1]
+  if mode == 'r' or mode == 'b' then
+    change(mode, n, k, d)
+  else
+    local o = #reply + 1
+    local ok, err
+    if mode == 'x' then
+      ok, err = pcall(penalize, mode, n, k, d, o)
+    elseif n == 1 and type(SHAPES[A[d + 2]][6]) == 'number' then
+      -- One policy with a plain lockout (its shape's blockFor, a number): the lean path (decide-one.lua), as a
+      -- one-policy call takes it.
+      local s = SHAPES[A[d + 2]]
+      local token = A[d + 3]
+      if token == 0 then token = '' end
+      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token)
+    else
+      ok, err = pcall(decide, mode, n, k, d, o)
+    end
+    if not ok then
+      -- A decision that fails (a key holding someone else's data) fails alone, before it charged anything
+      -- (errors come from reading state): its message takes its first slot, the others go on.
+      if type(err) == 'table' then err = err.err end
+      reply[o] = tostring(err)
+      for x = o + 1, o + 6 * n - 1 do reply[x] = 0 end
+    end
+  end
+  k = k + 2 * n + 1
+  d = d + 2 + PER_POLICY * n
+end
+return reply

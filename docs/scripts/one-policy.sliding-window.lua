@@ -1,0 +1,228 @@
+--[[
+  The script for one decision of one policy (decide-one.lua): what every quiet API, a Cluster and
+  `batchDecisions: false` send for nearly every request. The call is decide.lua's for one decision of one
+  policy, consumed or peeked, with a plain window and a plain lockout (an escalating lockout or a calendar
+  window goes to decide.lua), without the loop and the error slots. Its one algorithm's helpers and its
+  instance of decide-one.lua (the algorithm's check and commit blocks written in: no fragment table and no
+  closure per block, which every call would build again) are spliced in where the marker stands, so no
+  algorithm id is sent; the burst marker reads burst from the argument for an algorithm whose capacity it is.
+  Its one argument holds the values joined by spaces, no JSON: parsing it costs Redis what cjson.decode did,
+  and one argument costs the client less than several.
+  The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
+  The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
+
+  KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
+  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
+            (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
+            whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
+            rest of the string as it is), left out with its space when empty
+  Reply: { now (server ms), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
+         a deny's reason in its place) }: decide.lua's six slots of one decision, reordered, with delay left
+         out when 0 (no reason), and retry after too when delay is left out and it is 0 as well (an allowed
+         decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
+]]
+local VERDICT_ALLOWED = 0
+local VERDICT_LIMITED = 1
+local VERDICT_BLOCKED = 2
+local VERDICT_COST_EXCEEDS_CAPACITY = 3
+local VERDICT_STORE_UNAVAILABLE = 4
+local VERDICT_DENIED = 5
+local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
+--[[
+  State kept in a string key: whole numbers joined by ':' (fixed-window, sliding-window and the buckets).
+  One GET and one SET … PX (or KEEPTTL) do what HMGET, HSET and PEXPIRE did on a small hash, and the key is
+  16 bytes smaller (bench/README.md). Spliced in before the fragments when a script holds one of them; no KEYS
+  or ARGV of its own: each helper gets the key its fragment was passed.
+    foreignValue(key, v)     raises { err = message } naming the key: a value the rate limiter did not write
+    putState(key, value, px) SET value, PX px (ms), or KEEPTTL when px is nil; replies nothing
+]]
+-- Fails the decision on a value v of `key` that its algorithm's pattern does not match: someone else's data
+-- under our prefix. (Callers match inline: a call per decision would cost more than the match.)
+local function foreignValue(key, v)
+  error({ err = string.format('Redis key "%s" holds "%s", which the rate limiter did not write: another application'
+    .. ' writes under this prefix. Give the rate limiter its own \'prefix\' or delete the key.', key, string.sub(v, 1, 40)) })
+end
+
+-- Writes `key`'s value, expiring in px ms, or keeping the key's expiry when px is nil (a window's expiry,
+-- set once when it moves).
+local function putState(key, value, px)
+  if px then
+    redis.call('SET', key, value, 'PX', px)
+  else
+    redis.call('SET', key, value, 'KEEPTTL')
+  end
+end
+
+--[[
+  Template: one decision of one policy with a plain lockout (blockFor a number of ms), the call nearly every
+  request makes. redis-scripts.ts makes one function of it per algorithm, the algorithm's check and commit
+  blocks written in where the markers stand (no fragment table, no closure per block): one-policy.lua runs its one
+  algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
+  decision of a batch, and its general path for several policies or an escalating lockout.
+
+  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+    reply, o  the script's reply table, and the first of the six slots this decision writes there
+    now       the script's one reading of the server's TIME, ms
+    mode      'c' consume or 'p' peek
+    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
+    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+    code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the check does).
+  From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
+  What stands before the function is written once per script, the function once per algorithm.
+]]
+
+--[[
+  sliding-window: Cloudflare's approximation. Counts of the current and previous aligned windows; the
+  previous one weighs by how much of it still overlaps the sliding window:
+  allowed iff prev·(W − e) + (cur + cost)·W <= limit·W, e = ms into the current window (exact integers).
+
+  Fragment of algorithm id 2 (the fragment contract is in decide.lua's header): helpers, then its check, commit
+  and refund blocks. Inputs: the policy's state key, cost (units), limit (units per window), window (W, ms),
+  now (server ms), token (a settlement's charge time, ms, or ''). Uses state.lua.
+  KEY    state string "<current window id>:<its count>:<previous window's count>" (state.lua)
+  check  s1 = the window id, s2 = the new count, s3 = prev, s4 = whether the expiry moves; more = ms until the
+         weighted count has dropped by enough to raise floor(remaining)
+]]
+local function slidingCounts(key, window, now)
+  local id = math.floor(now / window)
+  local v = redis.call('GET', key)
+  if not v then return id, 0, 0, true end
+  local w, c, p = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if not w then foreignValue(key, v) end
+  local sid = tonumber(w)
+  if sid == id then return id, tonumber(c), tonumber(p), false end
+  if sid == id - 1 then return id, 0, tonumber(c), true end
+  return id, 0, 0, true
+end
+
+-- Writes the counts, expiring in px ms, or keeping the key's expiry when px is nil.
+local function slidingStore(key, id, cur, prev, px)
+  putState(key, string.format('%d:%d:%d', id, cur, prev), px)
+end
+
+local function slidingReset(id, cur, prev, window, now)
+  if cur > 0 then return (id + 2) * window - now end
+  if prev > 0 then return (id + 1) * window - now end
+  return 0
+end
+
+-- The earliest time (ms from now) a request of cost fits: later in this window, or in the next one.
+local function slidingRetry(id, e, cur, prev, cost, limit, window, now)
+  local room = (limit - cur - cost) * window
+  if room >= 0 and prev > 0 then
+    local e2 = window - math.floor(room / prev)
+    if e2 < window then return e2 - e end
+  end
+  local e2 = 0
+  if cur > 0 then e2 = math.max(window - math.floor((limit - cost) * window / cur), 0) end
+  return (id + 1) * window + e2 - now
+end
+
+-- When floor(remaining) next grows: when one more unit than the `remaining` left would fit. 0 when nothing is used.
+local function slidingMore(id, e, cur, prev, remaining, limit, window, now)
+  if cur == 0 and prev == 0 then return 0 end
+  return slidingRetry(id, e, cur, prev, remaining + 1, limit, window, now)
+end
+
+
+local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
+  local denial = redis.call('GET', dkey)
+  if denial then
+    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
+    if left > 0 then
+      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
+      return
+    end
+  end
+  local v = redis.call('GET', bkey)
+  if v then
+    local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
+    if left > 0 then
+      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
+      return
+    end
+  end
+  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+  do
+    local id, cur, prev, fresh = slidingCounts(key, window, now)
+    local e = now - id * window
+    local used = prev * (window - e) + cur * window
+    if used + cost * window <= limit * window then
+      ok, remaining, retry, delay = true, math.floor((limit * window - used - cost * window) / window), 0, 0
+      reset = slidingReset(id, cur + cost, prev, window, now)
+      more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now)
+      s1, s2, s3, s4 = id, cur + cost, prev, fresh or cur == 0
+    else
+      ok, remaining, delay = false, math.floor(math.max(limit * window - used, 0) / window), 0
+      reset = slidingReset(id, cur, prev, window, now)
+      retry = slidingRetry(id, e, cur, prev, cost, limit, window, now)
+      more = slidingMore(id, e, cur, prev, remaining, limit, window, now)
+    end
+  end
+  local capacity = limit
+  if ok and cost <= capacity then
+    if mode == 'c' then
+      do
+        if reset ~= 0 then slidingStore(key, s1, s2, s3, s4 and reset or nil) end
+      end
+    else
+      -- A peek charges nothing: it reports the quota as it stands, what a check of cost 0 sees.
+      cost = 0
+      do
+        local id, cur, prev, fresh = slidingCounts(key, window, now)
+        local e = now - id * window
+        local used = prev * (window - e) + cur * window
+        if used + cost * window <= limit * window then
+          ok, remaining, retry, delay = true, math.floor((limit * window - used - cost * window) / window), 0, 0
+          reset = slidingReset(id, cur + cost, prev, window, now)
+          more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now)
+          s1, s2, s3, s4 = id, cur + cost, prev, fresh or cur == 0
+        else
+          ok, remaining, delay = false, math.floor(math.max(limit * window - used, 0) / window), 0
+          reset = slidingReset(id, cur, prev, window, now)
+          retry = slidingRetry(id, e, cur, prev, cost, limit, window, now)
+          more = slidingMore(id, e, cur, prev, remaining, limit, window, now)
+        end
+      end
+      delay = 0
+    end
+    reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
+    return
+  end
+  local status = VERDICT_LIMITED
+  if cost > capacity then
+    status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+  elseif blockFor > 0 and mode == 'c' then
+    -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
+    redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
+    status, reset, retry, more = VERDICT_BLOCKED, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
+  end
+  reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = status, remaining, reset, retry, delay, more
+end
+
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
+limit = tonumber(limit)
+local mode = 'c'
+blockFor = tonumber(blockFor)
+if not blockFor then mode, blockFor = 'p', 0 end
+local burst = limit
+
+local reply = { now, 0, 0, 0, 0, 0, 0 }
+decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
+-- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
+local retry, delay = reply[5], reply[6]
+reply[5] = reply[7]
+if delay ~= 0 then
+  reply[6], reply[7] = retry, delay
+elseif retry ~= 0 then
+  reply[6], reply[7] = retry, nil
+else
+  reply[6], reply[7] = nil, nil
+end
+return reply

@@ -1,0 +1,211 @@
+--[[
+  The script for one decision of one policy (decide-one.lua): what every quiet API, a Cluster and
+  `batchDecisions: false` send for nearly every request. The call is decide.lua's for one decision of one
+  policy, consumed or peeked, with a plain window and a plain lockout (an escalating lockout or a calendar
+  window goes to decide.lua), without the loop and the error slots. Its one algorithm's helpers and its
+  instance of decide-one.lua (the algorithm's check and commit blocks written in: no fragment table and no
+  closure per block, which every call would build again) are spliced in where the marker stands, so no
+  algorithm id is sent; the burst marker reads burst from the argument for an algorithm whose capacity it is.
+  Its one argument holds the values joined by spaces, no JSON: parsing it costs Redis what cjson.decode did,
+  and one argument costs the client less than several.
+  The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
+  The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
+
+  KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
+  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
+            (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
+            whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
+            rest of the string as it is), left out with its space when empty
+  Reply: { now (server ms), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
+         a deny's reason in its place) }: decide.lua's six slots of one decision, reordered, with delay left
+         out when 0 (no reason), and retry after too when delay is left out and it is 0 as well (an allowed
+         decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
+]]
+local VERDICT_ALLOWED = 0
+local VERDICT_LIMITED = 1
+local VERDICT_BLOCKED = 2
+local VERDICT_COST_EXCEEDS_CAPACITY = 3
+local VERDICT_STORE_UNAVAILABLE = 4
+local VERDICT_DENIED = 5
+local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
+--[[
+  State kept in a string key: whole numbers joined by ':' (fixed-window, sliding-window and the buckets).
+  One GET and one SET … PX (or KEEPTTL) do what HMGET, HSET and PEXPIRE did on a small hash, and the key is
+  16 bytes smaller (bench/README.md). Spliced in before the fragments when a script holds one of them; no KEYS
+  or ARGV of its own: each helper gets the key its fragment was passed.
+    foreignValue(key, v)     raises { err = message } naming the key: a value the rate limiter did not write
+    putState(key, value, px) SET value, PX px (ms), or KEEPTTL when px is nil; replies nothing
+]]
+-- Fails the decision on a value v of `key` that its algorithm's pattern does not match: someone else's data
+-- under our prefix. (Callers match inline: a call per decision would cost more than the match.)
+local function foreignValue(key, v)
+  error({ err = string.format('Redis key "%s" holds "%s", which the rate limiter did not write: another application'
+    .. ' writes under this prefix. Give the rate limiter its own \'prefix\' or delete the key.', key, string.sub(v, 1, 40)) })
+end
+
+-- Writes `key`'s value, expiring in px ms, or keeping the key's expiry when px is nil (a window's expiry,
+-- set once when it moves).
+local function putState(key, value, px)
+  if px then
+    redis.call('SET', key, value, 'PX', px)
+  else
+    redis.call('SET', key, value, 'KEEPTTL')
+  end
+end
+
+--[[
+  Shared by token-bucket, gcra and leaky-bucket (see bucket.ts): decide a request against a bucket whose
+  debt (distance from full, in units × window ms; `limit` of it repaid per ms) is `debt`. Spliced in before
+  their fragments when a script holds one of them; no KEYS, ARGV or redis calls.
+  bucket(debt, cost (units), limit (units per window), window (ms), burst (units: the capacity))
+    -> allowed, remaining (units), reset ms, retry ms, delay = 0, more = ms until the next whole unit, debt after
+       (several values, not a table: a check block assigns them to its outputs, decide.lua's header)
+  Needs ceildiv from its host.
+]]
+-- Ms until the level (capacity - debt) reaches its next multiple of window: one more whole unit; 0 at full.
+-- A level below zero (a penalty, an overdraft) reports 0 units until it is back to one whole unit.
+local function bucketMore(debt, capacity, limit, window)
+  if debt <= 0 then return 0 end
+  local level = capacity - debt
+  if level < 0 then return ceildiv(window - level, limit) end
+  return ceildiv(window - level % window, limit)
+end
+
+local function bucket(debt, cost, limit, window, burst)
+  local capacity = burst * window
+  local need = cost * window
+  if debt + need <= capacity then
+    local after = debt + need
+    return true, math.floor((capacity - after) / window), ceildiv(after, limit), 0, 0, bucketMore(after, capacity, limit, window), after
+  end
+  return false, math.floor((capacity - debt) / window), ceildiv(debt, limit), ceildiv(debt + need - capacity, limit), 0, bucketMore(debt, capacity, limit, window), debt
+end
+
+--[[
+  Template: one decision of one policy with a plain lockout (blockFor a number of ms), the call nearly every
+  request makes. redis-scripts.ts makes one function of it per algorithm, the algorithm's check and commit
+  blocks written in where the markers stand (no fragment table, no closure per block): one-policy.lua runs its one
+  algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
+  decision of a batch, and its general path for several policies or an escalating lockout.
+
+  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+    reply, o  the script's reply table, and the first of the six slots this decision writes there
+    now       the script's one reading of the server's TIME, ms
+    mode      'c' consume or 'p' peek
+    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
+    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+    code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the check does).
+  From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
+  What stands before the function is written once per script, the function once per algorithm.
+]]
+
+--[[
+  token-bucket: starts full with `burst` tokens, refills continuously at limit / window; a request takes `cost`.
+  Tokens are kept scaled by the window, so refill keeps every fraction (see bucket.lua).
+
+  Fragment of algorithm id 4 (the fragment contract is in decide.lua's header): helpers, then its check, commit
+  and refund blocks. Inputs: the policy's state key, cost (units), limit (units refilled per window), window
+  (ms), burst (units: the capacity), now (server ms). Uses state.lua and bucket.lua.
+  KEY    state string "<tokens × k (scaled; below 0 after an overdraft)>:<last refill, ms>:<k = the window the
+         tokens are scaled by>" (state.lua)
+  check  bucket.lua's values; s1 = the debt after, s2 = the time it refilled up to (ms)
+]]
+local function tokenBucketDebt(key, limit, window, burst, now)
+  local v = redis.call('GET', key)
+  local capacity = burst * window
+  if not v then return 0, now end
+  local s, last, k = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
+  if not s then foreignValue(key, v) end
+  s, last, k = tonumber(s), tonumber(last), tonumber(k)
+  if k ~= window then s = math.floor(s * window / k) end
+  if now > last then s = s + (now - last) * limit else now = last end
+  if s > capacity then s = capacity end
+  return capacity - s, now
+end
+
+-- Writes the bucket's debt (distance from full), refilled up to `at`; a full bucket needs no key.
+local function tokenBucketStore(key, debt, at, limit, window, burst)
+  if debt == 0 then redis.call('DEL', key) return end
+  redis.call('SET', key, string.format('%d:%d:%d', burst * window - debt, at, window), 'PX', ceildiv(debt, limit))
+end
+
+
+local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
+  local denial = redis.call('GET', dkey)
+  if denial then
+    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
+    if left > 0 then
+      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
+      return
+    end
+  end
+  local v = redis.call('GET', bkey)
+  if v then
+    local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
+    if left > 0 then
+      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
+      return
+    end
+  end
+  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+  do
+    local debt, at = tokenBucketDebt(key, limit, window, burst, now)
+    ok, remaining, reset, retry, delay, more, s1 = bucket(debt, cost, limit, window, burst)
+    s2 = at
+  end
+  local capacity = burst
+  if ok and cost <= capacity then
+    if mode == 'c' then
+      do
+        tokenBucketStore(key, s1, s2, limit, window, burst)
+      end
+    else
+      -- A peek charges nothing: it reports the quota as it stands, what a check of cost 0 sees.
+      cost = 0
+      do
+        local debt, at = tokenBucketDebt(key, limit, window, burst, now)
+        ok, remaining, reset, retry, delay, more, s1 = bucket(debt, cost, limit, window, burst)
+        s2 = at
+      end
+      delay = 0
+    end
+    reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
+    return
+  end
+  local status = VERDICT_LIMITED
+  if cost > capacity then
+    status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+  elseif blockFor > 0 and mode == 'c' then
+    -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
+    redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
+    status, reset, retry, more = VERDICT_BLOCKED, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
+  end
+  reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = status, remaining, reset, retry, delay, more
+end
+
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
+limit = tonumber(limit)
+local mode = 'c'
+blockFor = tonumber(blockFor)
+if not blockFor then mode, blockFor = 'p', 0 end
+local burst = limit
+burst, token = tonumber(token), ''
+local reply = { now, 0, 0, 0, 0, 0, 0 }
+decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
+-- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
+local retry, delay = reply[5], reply[6]
+reply[5] = reply[7]
+if delay ~= 0 then
+  reply[6], reply[7] = retry, delay
+elseif retry ~= 0 then
+  reply[6], reply[7] = retry, nil
+else
+  reply[6], reply[7] = nil, nil
+end
+return reply
