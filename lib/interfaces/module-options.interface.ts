@@ -135,8 +135,11 @@ export interface RateLimitModuleOptions {
   userFunctionTimeoutMs?: number;
   /**
    * `insurance` fallback (the default `onStoreError`): the share of each limit one instance may grant while the
-   * store is away (at least 1); with N instances, 1/N keeps the total at the limit.
-   * @default 1
+   * store is away (at least 1 request). By default, 1 / the instances that polled Redis in the last minute: every
+   * instance records itself in Redis with its runtime-overrides poll (every 500 ms, in the same round trip), so
+   * N instances grant about the limit between them, not N times it. Set, it is used as it is (1 for each
+   * instance on its own); with the memory store there is no outage, and no share.
+   * @default 1 / the instances live in the last minute (1 until the first poll has counted them)
    */
   insuranceShare?: number;
   /**

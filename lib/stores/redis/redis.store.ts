@@ -20,6 +20,7 @@ import { composeDecideScript, composeLoneScript } from './redis-scripts';
 import {
   MAX_POLICIES_PER_DECISION,
   type DecisionMode,
+  type InstanceHeartbeat,
   type OverrideKeys,
   type OverrideRead,
   type OverrideWrite,
@@ -47,7 +48,7 @@ export const MAX_BATCH = 32;
 
 /** The runtime overrides' scripts (see their headers), read once. */
 const WRITE_OVERRIDE = luaScript(readFileSync(join(__dirname, 'writeOverride-3.lua'), 'utf8'));
-const READ_OVERRIDES = luaScript(readFileSync(join(__dirname, 'readOverrides-2.lua'), 'utf8'));
+const READ_OVERRIDES = luaScript(readFileSync(join(__dirname, 'readOverrides-3.lua'), 'utf8'));
 const WRITE_STATUS: ReadonlyArray<OverrideWriteResult['status']> = ['ok', 'past', 'full'];
 
 /** A decision waiting for the batch of its tick. */
@@ -183,13 +184,19 @@ export class RedisStore implements RateLimitStore {
     return { version: String(reply[0]), nowMs: Number(reply[1]), status: WRITE_STATUS[Number(reply[2])] ?? 'ok' };
   }
 
-  /** Runs readOverrides-2.lua: the version and `TIME`, and the whole hash only when the version moved. */
-  async readOverrides(keys: OverrideKeys, knownVersion: string | undefined): Promise<OverrideRead> {
-    const reply = (await this.transport.evalScript(READ_OVERRIDES, [keys.overrides, keys.version], [knownVersion ?? ''])) as ReadonlyArray<
-      number | string | ReadonlyArray<string>
-    >;
+  /**
+   * Runs readOverrides-3.lua: the version and `TIME`, the instance's heartbeat and the count of live instances,
+   * and the whole hash only when the version moved.
+   */
+  async readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {
+    const reply = (await this.transport.evalScript(
+      READ_OVERRIDES,
+      [keys.overrides, keys.version, keys.instances],
+      [knownVersion ?? '', heartbeat?.id ?? '', String(heartbeat?.liveMs ?? 0)],
+    )) as ReadonlyArray<number | string | ReadonlyArray<string>>;
     const read: OverrideRead = { version: String(reply[0]), nowMs: Number(reply[1]) };
-    const flat = reply[2];
+    if (heartbeat !== undefined) read.liveInstances = Number(reply[2]);
+    const flat = reply[3];
     if (Array.isArray(flat)) {
       const entries: Array<[string, string]> = [];
       for (let i = 0; i + 1 < flat.length; i += 2) entries.push([String(flat[i]), String(flat[i + 1])]);
