@@ -46,7 +46,8 @@ export function guideFor(major: number, platform: Platform): { install: string[]
   const commands = blocks(guide, testing, /^(bash|sh|console)$/)
     .flatMap((source) => source.split('\n'))
     .filter((line) => line.startsWith('npm install ') && line.includes(`@nestjs/testing@^${major}`));
-  if (commands.length !== 1) throw new Error(`${GUIDE}: expected one install line with @nestjs/testing@^${major}, found ${commands.length}`);
+  if (commands.length !== 1)
+    throw new Error(`${GUIDE}: expected one install line with @nestjs/testing@^${major}, found ${commands.length}`);
   const ts = blocks(guide, testing, /^ts$/);
   const label = platform === 'express' ? 'Express' : 'Fastify';
   return {
