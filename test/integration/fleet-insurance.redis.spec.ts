@@ -123,8 +123,10 @@ describe('insurance while Redis is away, by default', () => {
     }
     const lines = warnings.filter((w) => w.context === 'RateLimitOverrides').map((w) => w.message);
     const store = `Redis at 127\\.0\\.0\\.1:${port}`;
-    // The cause is ioredis's last connection error once it tried to reconnect, else the command's own failure.
-    const cause = `(${store} is not reachable: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}|${store} is unavailable: no connection \\(ioredis: "Stream isn't writeable and enableOfflineQueue options is false"\\))`;
+    // The cause is ioredis's last connection error (the server closing the connection as it stops, or a refused
+    // reconnection), else the command's own failure: no connection.
+    const reachable = `is not reachable: (connect ECONNREFUSED 127\\.0\\.0\\.1:${port}|read ECONNRESET)`;
+    const cause = `${store} (${reachable}|is unavailable: no connection \\(ioredis: "Stream isn't writeable and enableOfflineQueue options is false"\\))`;
     const expected = new RegExp(
       `^Runtime overrides could not be read: ${cause}\\. They are read again every 500 ms; meanwhile no override is in force \\(none was set at the last read\\), ` +
         `and each policy's onStoreError decides until Redis answers again \\(with 'insurance', the default, this instance grants 1/3 of each limit: ` +
