@@ -17,6 +17,8 @@ module.exports = {
   transform: { '^.+\\.ts$': swc('typescript'), '^.+\\.m?js$': swc('ecmascript') },
   transformIgnorePatterns: ['/node_modules/(?!(@nestjs)/)'],
   testMatch: ['<rootDir>/test/**/*.spec.ts'],
+  // The consumer apps' own specs (run there by the consumer test, against the packed library).
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/consumers/fixture/'],
   maxWorkers: 2,
   testTimeout: 30_000,
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],

@@ -1,6 +1,26 @@
-import { Body, Controller, Delete, Get, Headers, HttpCode, Param, Put, type ExecutionContext } from '@nestjs/common';
-import { RateLimit, RateLimitAdmin, SkipRateLimit, type RateLimitOverride, type RateLimitPolicy } from '../lib';
-import { assertAdmin, badRequestOnConfig } from './moderation.controller';
+import {
+  BadRequestException,
+  Body,
+  Controller,
+  Delete,
+  Get,
+  Headers,
+  HttpCode,
+  Param,
+  Put,
+  ServiceUnavailableException,
+  type ExecutionContext,
+} from '@nestjs/common';
+import {
+  RateLimit,
+  RateLimitAdmin,
+  RateLimitConfigError,
+  RateLimitStoreError,
+  SkipRateLimit,
+  type RateLimitOverride,
+  type RateLimitPolicy,
+} from '../lib';
+import { assertAdmin } from './moderation.controller';
 
 /** Every tenant's quota as deployed: 5 per minute, per `x-tenant` header (a real app reads it from its auth). */
 const TENANT_API: RateLimitPolicy = {
@@ -36,7 +56,11 @@ export class TenantsController {
     return { rows: [] };
   }
 
-  /** Sets the tenant's plan: `perMinute` instead of 5, for `minutes` or until removed. */
+  /**
+   * Sets the tenant's plan: `perMinute` instead of 5, for `minutes` or until removed. The library checks the
+   * numbers: `{"perMinute":0}` or `{"perMinute":"lots"}` answers 400 with its message
+   * (`setOverride: limit: "lots" must be a whole number ≥ 1.`); Redis unreachable answers 503 (see {@link adminError}).
+   */
   @Put('plans/:tenant')
   @SkipRateLimit()
   @HttpCode(204)
@@ -48,7 +72,11 @@ export class TenantsController {
     assertAdmin(token);
     const override: RateLimitOverride = { limit: body?.perMinute };
     const until = body?.minutes === undefined ? undefined : { until: Date.now() + body.minutes * 60_000 };
-    await badRequestOnConfig(this.admin.setOverride('tenant-api', tenant, override, until));
+    try {
+      await this.admin.setOverride('tenant-api', tenant, override, until);
+    } catch (error) {
+      throw adminError(error);
+    }
   }
 
   /** Back to the plan everyone has. */
@@ -57,7 +85,11 @@ export class TenantsController {
   @HttpCode(204)
   async removePlan(@Headers('x-admin-token') token: string | undefined, @Param('tenant') tenant: string): Promise<void> {
     assertAdmin(token);
-    await badRequestOnConfig(this.admin.removeOverride('tenant-api', tenant));
+    try {
+      await this.admin.removeOverride('tenant-api', tenant);
+    } catch (error) {
+      throw adminError(error);
+    }
   }
 
   /** Every tenant's plan in force: `[{ policy, tracker, override, until? }]`. */
@@ -65,6 +97,21 @@ export class TenantsController {
   @SkipRateLimit()
   async plans(@Headers('x-admin-token') token: string | undefined) {
     assertAdmin(token);
-    return this.admin.listOverrides('tenant-api');
+    return this.admin.listOverrides('tenant-api').catch((error: unknown) => {
+      throw adminError(error);
+    });
   }
+}
+
+/**
+ * What a failed override call answers. A `RateLimitConfigError` is the caller's mistake (a limit of 0, "lots", a
+ * policy name no route has): 400 with the library's message, which names the field and the value. A
+ * `RateLimitStoreError` means the store did not answer (Redis stopped or unreachable): the change may or may not
+ * have been made, so 503 with its message; call again, or read `GET /tenants/plans`, once Redis is back.
+ * Anything else stays a 500.
+ */
+function adminError(error: unknown): unknown {
+  if (error instanceof RateLimitConfigError) return new BadRequestException(error.message);
+  if (error instanceof RateLimitStoreError) return new ServiceUnavailableException(error.message);
+  return error;
 }

@@ -45,8 +45,8 @@ export function secondsUntilMore(decision: RateLimitDecision): number {
 }
 
 /**
- * draft-11's effective window of `r`, in ms: the time within which the client can use no more than the
- * `remaining` units it is told of; `undefined` for `concurrency`, whose quota is not spent over time. Never
+ * draft-11's effective window of `r`, in ms: the time within which the `remaining` units the client is told of
+ * are always admitted, however it spreads them (a bucket may admit more as it refills meanwhile); `undefined` for `concurrency`, whose quota is not spent over time. Never
  * beyond a rejected decision's own wait, so a 429's `t` never outlasts its `Retry-After`.
  */
 export function effectiveWindowMs(decision: RateLimitDecision, policy: DecidedPolicy): number | undefined {

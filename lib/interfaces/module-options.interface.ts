@@ -98,9 +98,10 @@ export interface RateLimitModuleOptions {
   headers?: RateLimitHeadersMode;
   /**
    * Which draft of draft-ietf-httpapi-ratelimit-headers the `RateLimit` field follows. `'draft-11'`: `t` is
-   * the effective window of `r` (the seconds within which the client can use no more than `r`: a fixed
-   * window's end, a bucket's time to refill completely, none for `concurrency`), and a rejection lists only
-   * the policies that rejected it, none with a `t` beyond `Retry-After`. `'draft-10'`: `t` is the seconds
+   * the effective window of `r`: `r` units spread over the next `t` seconds are always admitted, and a bucket
+   * may admit more as it refills (a fixed window's end, a bucket's time to refill completely, a sliding
+   * window's possibly beyond `w`; none for `concurrency`; defined per algorithm in docs/contexts.md), and a
+   * rejection lists only the policies that rejected it, none with a `t` beyond `Retry-After`. `'draft-10'`: `t` is the seconds
    * until additional quota is made available, and every policy is listed (0.3's fields, byte for byte).
    * `RateLimit-Policy` and the legacy headers are the same under both.
    * @default 'draft-11'
@@ -135,8 +136,11 @@ export interface RateLimitModuleOptions {
   userFunctionTimeoutMs?: number;
   /**
    * `insurance` fallback (the default `onStoreError`): the share of each limit one instance may grant while the
-   * store is away (at least 1); with N instances, 1/N keeps the total at the limit.
-   * @default 1
+   * store is away (at least 1 request). By default, 1 / the instances that polled Redis in the last minute: every
+   * instance records itself in Redis with its runtime-overrides poll (every 500 ms, in the same round trip), so
+   * N instances grant about the limit between them, not N times it. Set, it is used as it is (1 for each
+   * instance on its own); with the memory store there is no outage, and no share.
+   * @default 1 / the instances live in the last minute (1 until the first poll has counted them)
    */
   insuranceShare?: number;
   /**

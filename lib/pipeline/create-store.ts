@@ -59,7 +59,7 @@ function redisStoreFor(redis: RedisOption, registry: RateLimitAlgorithmRegistry,
 function resilienceOptions(redis: RedisOption, redisStore: RedisStore, options: RateLimitModuleOptions): ResilientStoreOptions {
   return {
     timeoutMs: options.storeTimeoutMs ?? 100,
-    insuranceShare: options.insuranceShare ?? 1,
+    insuranceShare: options.insuranceShare, // absent: 1 / the instances live (see ResilientStore)
     logIntervalMs: options.storeErrorLogIntervalMs ?? 10_000,
     retryAfterFailureMs: 250,
     onError: options.hooks?.storeError,

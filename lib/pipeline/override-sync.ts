@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { AlgorithmParams } from '../algorithms/algorithm.interface';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
@@ -14,14 +15,29 @@ import {
   type OverrideEntry,
 } from '../policy/runtime-overrides';
 import { IntervalWarning } from '../shared/interval-warning';
+import { StoreLayer } from './store-layer';
 import { MemoryStore } from '../stores/memory/memory.store';
-import type { OverrideKeys, OverrideRead, OverrideWrite, OverrideWriteResult, RateLimitStore } from '../stores/store.interface';
+import type {
+  InstanceHeartbeat,
+  OverrideKeys,
+  OverrideRead,
+  OverrideWrite,
+  OverrideWriteResult,
+  RateLimitStore,
+} from '../stores/store.interface';
 
 /**
  * How often each instance asks the store whether the overrides changed, ms: one small script call (a `GET` and
  * `TIME` while nothing changed), so a change made on any instance is applied everywhere within two polls (1 s).
  */
 export const OVERRIDE_POLL_MS = 500;
+
+/**
+ * How long an instance counts as live after its last poll, ms: each poll records this instance in the store (a
+ * heartbeat), and the count of instances seen live within this time divides each limit among them while the
+ * store is away (the default `insuranceShare`; see ResilientStore).
+ */
+export const INSTANCE_LIVE_MS = 60_000;
 
 /** Longest the app's startup waits for the overrides to load (they keep loading in the background after it). */
 const STARTUP_LOAD_MS = 3_000;
@@ -85,6 +101,8 @@ export class RateLimitOverrides {
   /** The overrides in force here. */
   readonly table = new OverrideTable();
   private readonly keys: OverrideKeys;
+  /** What each read records of this instance: a random id, live for {@link INSTANCE_LIVE_MS} after the read. */
+  private readonly heartbeat: InstanceHeartbeat = { id: randomBytes(9).toString('base64url'), liveMs: INSTANCE_LIVE_MS };
   /** Local time, ms: the memory store's own clock (a test clock moves `until` too), else a monotonic one. */
   private readonly clock: () => number;
   private readonly unreadable = new IntervalWarning('RateLimitOverrides');
@@ -104,7 +122,12 @@ export class RateLimitOverrides {
     private readonly options: RateLimitOverridesOptions = {},
   ) {
     const prefix = options.prefix ?? 'rl';
-    this.keys = { overrides: `${prefix}:{overrides}`, version: `${prefix}:{overrides}:v`, expiries: `${prefix}:{overrides}:until` };
+    this.keys = {
+      overrides: `${prefix}:{overrides}`,
+      version: `${prefix}:{overrides}:v`,
+      expiries: `${prefix}:{overrides}:until`,
+      instances: `${prefix}:{overrides}:instances`,
+    };
     this.clock = store instanceof MemoryStore ? () => store.now() : () => performance.now();
   }
 
@@ -273,7 +296,7 @@ export class RateLimitOverrides {
 
   /** Reads the set when its version moved and applies it; then drops the overrides that ended meanwhile. */
   private async read(initial: boolean): Promise<void> {
-    const read = await this.store.readOverrides!(this.keys, this.version);
+    const read = await this.store.readOverrides!(this.keys, this.version, this.heartbeat);
     if (read.entries !== undefined) this.replace(read, initial);
     this.version = read.version;
     this.sweep();
@@ -366,11 +389,26 @@ export class RateLimitOverrides {
     return run;
   }
 
+  /**
+   * A poll that failed, in the library's words: what is wrong with the store (named, with the cause, as the store's
+   * own outage line has it), that the overrides read last stay in force, and what decisions do meanwhile.
+   */
   private warnUnreadable(error: unknown): void {
-    this.unreadable.warn(
-      () =>
-        `runtime overrides: the rate-limit store could not be read (${(error as Error)?.message ?? String(error)}); the overrides read last stay in force, and it is asked again every ${OVERRIDE_POLL_MS} ms.`,
-    );
+    this.unreadable.warn(() => {
+      const size = this.table.size;
+      const held =
+        size === 0
+          ? 'no override is in force (none was set at the last read)'
+          : size === 1
+            ? 'the 1 override read last stays in force'
+            : `the ${size} overrides read last stay in force`;
+      const outage = this.store instanceof StoreLayer ? this.store.describeOutage(error) : undefined;
+      if (outage === undefined) {
+        const cause = (error as Error)?.message ?? String(error);
+        return `Runtime overrides could not be read: the rate-limit store failed (${cause}). They are read again every ${OVERRIDE_POLL_MS} ms; meanwhile ${held}.`;
+      }
+      return `Runtime overrides could not be read: ${outage.what}. They are read again every ${OVERRIDE_POLL_MS} ms; meanwhile ${held}, and ${outage.meanwhile}.`;
+    });
   }
 }
 

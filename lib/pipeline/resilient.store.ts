@@ -4,16 +4,29 @@ import { MemoryStore } from '../stores/memory/memory.store';
 import { describeCause } from '../stores/store-description';
 import { StoreDeadlines, type DeadlineWatcher, type StoreTimings } from './store-deadlines';
 import { isOutageOf, penalizeIn, pingStore } from '../stores/store-health';
-import { seeing, StoreLayer, type AnswerWatcher } from './store-layer';
-import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
+import { seeing, StoreLayer, type AnswerWatcher, type OutageDescription } from './store-layer';
+import type {
+  DecisionMode,
+  InstanceHeartbeat,
+  OverrideKeys,
+  OverrideRead,
+  RateLimitCall,
+  RateLimitStore,
+  StoreDecision,
+  StoreVerdict,
+} from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
 
 /** Options of {@link ResilientStore}. */
 export interface ResilientStoreOptions {
   /** Deadline of one decision, ms of the store's own time (see {@link StoreDeadlines}). */
   timeoutMs: number;
-  /** Share of each limit an instance may grant on its own while the store is away (`insurance`). */
-  insuranceShare: number;
+  /**
+   * Share of each limit an instance may grant on its own while the store is away (`insurance`). Absent: 1 / the
+   * instances seen live lately, as the runtime overrides' reads count them (see {@link ResilientStore.readOverrides}),
+   * so the fleet as a whole grants about the limit; 1 until a read has counted them.
+   */
+  insuranceShare?: number;
   /** Least interval between two store-error log lines, ms. */
   logIntervalMs: number;
   /** After an outage, decisions skip the store for this long before trying it again, ms. */
@@ -104,6 +117,8 @@ export class ResilientStore extends StoreLayer {
   private reported = false;
   private readonly clock: () => number;
   private readonly wallClock: () => number;
+  /** Instances the store counted as live at its last answered read of the overrides (this one included). */
+  private liveInstances = 1;
 
   constructor(
     inner: RateLimitStore,
@@ -204,6 +219,38 @@ export class ResilientStore extends StoreLayer {
       );
     }
     return ready;
+  }
+
+  /**
+   * The overrides' read, straight to the store as any administrative call; the count of live instances it brings
+   * back (the heartbeat's) is kept, and divides each limit while the store is away unless `insuranceShare` is set.
+   * An outage keeps the count of the last read that answered: the instances live just before it.
+   */
+  override async readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {
+    const read = await super.readOverrides(keys, knownVersion, heartbeat);
+    if (read.liveInstances !== undefined && read.liveInstances >= 1) this.liveInstances = read.liveInstances;
+    return read;
+  }
+
+  /** The outage behind `error` in this layer's words, and what decisions do until the store answers again. */
+  override describeOutage(error: unknown): OutageDescription | undefined {
+    if (!isOutageOf(this.inner, error)) return undefined;
+    const { name } = this.options;
+    const store = name === undefined ? 'the rate-limit store' : name.startsWith('Redis') ? 'Redis' : 'the store';
+    return {
+      what: this.unavailable(error instanceof Error ? error : new Error(String(error))),
+      meanwhile: `each policy's onStoreError decides until ${store} answers again (${this.insuranceNote(store)})`,
+    };
+  }
+
+  /** What `insurance` grants here while the store is away, and why that share. */
+  private insuranceNote(store: string): string {
+    const { insuranceShare } = this.options;
+    const grants = "with 'insurance', the default, this instance grants";
+    if (insuranceShare !== undefined) return `${grants} ${+(insuranceShare * 100).toFixed(2)}% of each limit (insuranceShare)`;
+    const live = this.liveInstances;
+    if (live === 1) return `${grants} all of each limit: no other instance polled ${store} in the last minute`;
+    return `${grants} 1/${live} of each limit: ${live} instances polled ${store} in the last minute`;
   }
 
   override async close(): Promise<void> {
@@ -387,9 +434,11 @@ export class ResilientStore extends StoreLayer {
     return { nowMs: this.wallClock(), allowed: verdicts.every((v) => v.allowed), verdicts };
   }
 
-  /** The same call against a share of the limit (at least 1). */
+  /** The same call against a share of the limit (at least 1): `insuranceShare`, or 1 / the live instances. */
   private insuredCall(call: RateLimitCall): RateLimitCall {
-    const share = (n: number) => Math.max(1, Math.floor(n * this.options.insuranceShare));
+    const { insuranceShare } = this.options;
+    const live = this.liveInstances;
+    const share = (n: number) => Math.max(1, Math.floor(insuranceShare === undefined ? n / live : n * insuranceShare));
     return { ...call, params: { ...call.params, limit: share(call.params.limit), burst: share(call.params.burst) } };
   }
 }

@@ -2,6 +2,7 @@ import { isOutageOf, penalizeIn, pingStore } from '../stores/store-health';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type {
   DecisionMode,
+  InstanceHeartbeat,
   OverrideKeys,
   OverrideRead,
   OverrideWrite,
@@ -16,6 +17,12 @@ import type {
 export interface AnswerWatcher {
   /** The answer to `calls` (the store's, or a fallback's), before the decision's promise settles with it. */
   seen(calls: readonly RateLimitCall[], decision: StoreDecision): void;
+}
+
+/** An outage as a log line names it (`Redis at 10.0.0.5:6379 is not reachable: …`), and what decisions do meanwhile. */
+export interface OutageDescription {
+  what: string;
+  meanwhile: string;
 }
 
 /**
@@ -84,13 +91,21 @@ export abstract class StoreLayer implements RateLimitStore {
     return pingStore(this.inner);
   }
 
+  /**
+   * The outage behind `error` (a failure of a call through this layer) as the resilient layer words it; undefined
+   * when no layer below knows, or the failure is no outage.
+   */
+  describeOutage(error: unknown): OutageDescription | undefined {
+    return this.inner instanceof StoreLayer ? this.inner.describeOutage(error) : undefined;
+  }
+
   /** Straight to the store: no deadline, circuit or fallback (an administrative call, not a decision). */
   writeOverride(keys: OverrideKeys, write: OverrideWrite): Promise<OverrideWriteResult> {
     return this.inner.writeOverride ? this.inner.writeOverride(keys, write) : Promise.reject(noOverrides());
   }
 
-  readOverrides(keys: OverrideKeys, knownVersion: string | undefined): Promise<OverrideRead> {
-    return this.inner.readOverrides ? this.inner.readOverrides(keys, knownVersion) : Promise.reject(noOverrides());
+  readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {
+    return this.inner.readOverrides ? this.inner.readOverrides(keys, knownVersion, heartbeat) : Promise.reject(noOverrides());
   }
 }
 

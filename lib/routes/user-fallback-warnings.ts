@@ -24,8 +24,9 @@ export class UserFallbackWarnings {
       `by: 'user' on ${plan.route} (policy ${names}): a call came with no ${where} (or one without user.id or user.sub), ` +
         `so it was limited per IP address instead, as anonymous calls on this route will be. If the route requires ` +
         `authentication, your auth guard ran after the rate-limit guard, which RateLimitModule registers as an APP_GUARD ` +
-        `(global guards run before controller guards): register the auth guard as an APP_GUARD too, in a module imported ` +
-        `before RateLimitModule (global guards run in the order they are registered), or set registerGuard: false and ` +
+        `(global guards run before controller guards): register the auth guard as an APP_GUARD too, in the module the app ` +
+        `boots (your AppModule) or in a module imported before RateLimitModule (Nest runs global guards in the order it ` +
+        `finds their modules, starting with the one it boots), or set registerGuard: false and ` +
         `list the rate-limit guard after it, @UseGuards(AuthGuard, RateLimitGuard); or give the policy a by function ` +
         `that finds the user itself. Logged once per route.`,
     );

@@ -105,6 +105,8 @@ export function describeCause(error: Error): string {
   if (error instanceof AggregateError && error.errors.length > 0) {
     return [...new Set(error.errors.map((e: unknown) => (e instanceof Error ? describeCause(e) : String(e))))].join('; ');
   }
+  // ioredis's words for a command sent while its connection is down (with no offline queue, as the library's own client).
+  if (/^Stream isn't writeable/.test(error.message)) return `no connection (ioredis: "${error.message}")`;
   // Redis ends its messages with a full stop; the log line goes on after the cause.
   const text = (error.message || (error as NodeJS.ErrnoException).code || error.name).replace(/\.+$/, '');
   const { lastNodeError } = error as { lastNodeError?: unknown };

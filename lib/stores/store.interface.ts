@@ -90,12 +90,22 @@ export interface StoreDecision {
 /**
  * The keys runtime overrides live under, one hash tag so a Cluster keeps them on one master: the overrides
  * (a hash of field `<policy>\n<tracker pattern>` to the override's JSON), the set's version (a counter every
- * write moves on), and each override's end (a sorted set of fields by `until`, store ms).
+ * write moves on), each override's end (a sorted set of fields by `until`, store ms), and the instances that
+ * polled them lately (a sorted set of instance ids by their last poll, store ms, with a TTL: the heartbeat).
  */
 export interface OverrideKeys {
   overrides: string;
   version: string;
   expiries: string;
+  instances: string;
+}
+
+/** The instance a read of the overrides comes from, recorded as live by that read (its heartbeat). */
+export interface InstanceHeartbeat {
+  /** This instance's id, random per process. */
+  id: string;
+  /** How long an instance counts as live after its last read, ms. */
+  liveMs: number;
 }
 
 /** One write to the runtime overrides: a field set to `value`, or removed (`value` undefined). */
@@ -124,6 +134,11 @@ export interface OverrideRead {
   nowMs: number;
   /** `[field, value]` of every override kept (some may have ended: compare `until` with `nowMs`); absent when unchanged. */
   entries?: Array<[string, string]>;
+  /**
+   * Instances that read the overrides within the heartbeat's `liveMs`, the reader included; absent when the
+   * read carried no heartbeat, or the store is in-process (one instance).
+   */
+  liveInstances?: number;
 }
 
 /** `consume` charges when every policy allows; `peek` never charges. */
@@ -194,6 +209,9 @@ export interface RateLimitStore {
    * atomically. Absent: the store keeps no overrides (`setOverride` says so).
    */
   writeOverride?(keys: OverrideKeys, write: OverrideWrite): Promise<OverrideWriteResult>;
-  /** The overrides' version and the store's clock, with every override when the version is not `knownVersion`. */
-  readOverrides?(keys: OverrideKeys, knownVersion: string | undefined): Promise<OverrideRead>;
+  /**
+   * The overrides' version and the store's clock, with every override when the version is not `knownVersion`;
+   * with a `heartbeat`, in the same round trip, records that instance as live and counts the live instances.
+   */
+  readOverrides?(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead>;
 }

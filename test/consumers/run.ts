@@ -7,14 +7,16 @@
  * 200, 200, 429 with Retry-After while exempt routes pass; against a Redis nothing answers for, the terminus
  * health check reads down. A line with optional peers reads what the library's event-emitter and Prometheus
  * modules counted on every boot; a line with test runners runs README › "Testing your app" under jest (with the
- * README's jest config) and vitest, on every Node too.
+ * README's jest config) and vitest, on every Node too. And on Nest 10, 11 and 12, an Express-only and a
+ * Fastify-only app follow docs/testing.md › "Testing your app" word for word: its install line, jest config, app
+ * and spec for the platform, then jest (guide-apps.ts).
  *
  * What does not depend on the Node version runs once per line, under the Node running this script: npm install,
  * the one-copy check, the app's build and the declaration checks (tsc's verdict is the same on any Node). Lines
  * are independent and run two at a time (CONSUMER_CONCURRENCY), sharing one redis-server.
  *
  * Run: `npm run test:consumers` (needs the npm registry and redis-server). CONSUMER_LINES=nest-11,nest-12 runs
- * some lines only; CONSUMER_NODES=20,24 some Node majors only (see node-binaries.ts for the binaries' cache);
+ * some lines only (and those lines' guide apps); CONSUMER_GUIDE=0 skips the guide apps; CONSUMER_NODES=20,24 some Node majors only (see node-binaries.ts for the binaries' cache);
  * CONSUMER_KEEP=1 keeps the apps' folders; CONSUMER_README=<file> tests another README's jest config (a draft).
  */
 import { spawn } from 'node:child_process';
@@ -23,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { freePort, startRedis, type RedisProcess } from '../support/redis-server';
 import { run, timed } from './exec';
+import { GUIDE_LINES, guideFailures, PLATFORMS, type Platform } from './guide-apps';
 import { CONSUMER_LINES, type ConsumerLine } from './lines';
 import { nodeBinaries, type NodeBinary } from './node-binaries';
 import { optionalPeerFailures } from './optional-peers';
@@ -248,6 +251,21 @@ async function testLine(line: ConsumerLine, tarball: string, nodes: NodeBinary[]
   return outcome;
 }
 
+/** One app following docs/testing.md on `line`'s Nest and `platform` alone: installed, then jest run, as the guide says. */
+async function testGuideApp(line: ConsumerLine, platform: Platform, tarball: string, work: string): Promise<Outcome> {
+  const name = `${line.name} guide, ${platform} only`;
+  const outcome: Outcome = { line: name, installS: 0, buildS: 0, typeCheckS: 0, checks: [], cells: [] };
+  const [, ms] = await timed(() =>
+    check(outcome.checks, 'docs/testing.md › Testing your app under jest', () =>
+      guideFailures(line, platform, tarball, join(work, `guide-${line.name}-${platform}`)),
+    ),
+  );
+  outcome.installS = ms / 1000;
+  const failed = outcome.checks.some((c) => c.failures.length > 0);
+  console.log(`[${name}] ${failed ? 'failed' : 'passed'} in ${(ms / 1000).toFixed(1)} s (install and jest)`);
+  return outcome;
+}
+
 /** `work` on every item, at most `width` at once; results in the items' order. */
 async function inPool<T, R>(items: T[], width: number, work: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = new Array<R>(items.length);
@@ -332,11 +350,17 @@ async function main(): Promise<void> {
     const [tarball, binaries] = await Promise.all([pack(work), nodeBinaries()]);
     nodes = binaries;
     console.log(`packed ${tarball}; Node ${nodes.map((n) => n.version).join(', ')}`);
-    // The longest lines first (test runners, more declaration checks), so the last one to start is a short one.
+    // The longest lines first (test runners, more declaration checks), so the last one to start is a short one;
+    // the guide's apps (one install and one jest run each) after them.
     const weight = (line: ConsumerLine) => line.typeChecks.length + 2 * (line.testRunners?.length ?? 0);
     const order = [...lines].sort((a, b) => weight(b) - weight(a));
-    const done = await inPool(order, CONCURRENCY, (line) => testLine(line, tarball, nodes, redis, work));
-    outcomes = lines.map((line) => done[order.indexOf(line)]);
+    const guides = process.env.CONSUMER_GUIDE === '0' ? [] : lines.filter((line) => GUIDE_LINES.includes(line.name));
+    const jobs: Array<() => Promise<Outcome>> = [
+      ...order.map((line) => () => testLine(line, tarball, nodes, redis, work)),
+      ...guides.flatMap((line) => PLATFORMS.map((platform) => () => testGuideApp(line, platform, tarball, work))),
+    ];
+    const done = await inPool(jobs, CONCURRENCY, (job) => job());
+    outcomes = [...lines.map((line) => done[order.indexOf(line)]), ...done.slice(order.length)];
   } finally {
     await redis.stop();
     if (!process.env.CONSUMER_KEEP) rmSync(work, { recursive: true, force: true });

@@ -279,6 +279,7 @@ describe.each(ADAPTERS)('overriding inherited policies on %s with the Redis stor
     expect(responses[4].body.retryAfter).toBeLessThanOrEqual(900);
     const client = await redis.client();
     const keys = (await client.keys(`${prefix}:*`)).map((key) => key.replace(/^.*\}:/, '')).sort();
-    expect(keys).toEqual(['r=DefaultsController.more:burst:t', 'r=DefaultsController.more:hourly:f']);
+    // `instances`: the runtime-overrides poll's heartbeat (`<prefix>:{overrides}:instances`), beside the two limits' keys.
+    expect(keys).toEqual(['instances', 'r=DefaultsController.more:burst:t', 'r=DefaultsController.more:hourly:f']);
   });
 });

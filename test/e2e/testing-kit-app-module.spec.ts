@@ -189,13 +189,17 @@ describe('without RateLimitTestingModule.override', () => {
 });
 
 describe("the README's testing example", () => {
-  it('is test/e2e/testing-kit-readme.spec.ts, with the package and the app imported as an app imports them', () => {
-    const spec = readFileSync(join(__dirname, 'testing-kit-readme.spec.ts'), 'utf8')
-      .replace("from '../../lib/testing'", "from 'nestjs-redis-ratelimit/testing'")
-      .replace("from './testing-kit-app'", "from '../src/app.module'");
+  it('is test/e2e/testing-kit-readme-{express,fastify}.spec.ts, with the package and the app imported as an app imports them', () => {
+    const spec = (platform: string) =>
+      readFileSync(join(__dirname, `testing-kit-readme-${platform}.spec.ts`), 'utf8')
+        .replace("from '../../lib/testing'", "from 'nestjs-redis-ratelimit/testing'")
+        .replace("from './testing-kit-app'", "from '../src/app.module'");
     const readme = readFileSync(join(__dirname, '../../docs/testing.md'), 'utf8');
     const section = readme.slice(readme.indexOf('## Testing your app'), readme.indexOf('\n## ', readme.indexOf('## Testing your app') + 1));
     const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map(([, code]) => code);
-    expect(blocks).toEqual([`// test/cats.e2e-spec.ts\n${spec}`]);
+    expect(blocks).toEqual([
+      `// test/cats.e2e-spec.ts (an app on Express)\n${spec('express')}`,
+      `// test/cats.e2e-spec.ts (an app on Fastify)\n${spec('fastify')}`,
+    ]);
   });
 });

@@ -81,8 +81,9 @@ const warning = (route: string, policies: string) =>
   `by: 'user' on ${route} (policy ${policies}): a call came with no req.user (or one without user.id or user.sub), so it was limited ` +
   `per IP address instead, as anonymous calls on this route will be. If the route requires authentication, your auth guard ran ` +
   `after the rate-limit guard, which RateLimitModule registers as an APP_GUARD (global guards run before controller guards): ` +
-  `register the auth guard as an APP_GUARD too, in a module imported before RateLimitModule (global guards run in the order they ` +
-  `are registered), or set registerGuard: false and list the rate-limit guard after it, @UseGuards(AuthGuard, RateLimitGuard); ` +
+  `register the auth guard as an APP_GUARD too, in the module the app boots (your AppModule) or in a module imported before ` +
+  `RateLimitModule (Nest runs global guards in the order it finds their modules, starting with the one it boots), or set ` +
+  `registerGuard: false and list the rate-limit guard after it, @UseGuards(AuthGuard, RateLimitGuard); ` +
   `or give the policy a by function that finds the user itself. Logged once per route.`;
 
 describe.each(ADAPTERS)("by: 'user' without a user on %s", (adapter) => {

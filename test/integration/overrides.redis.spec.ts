@@ -126,9 +126,9 @@ async function instance(
   const reads: number[] = [];
   const store = app.get<RateLimitStore>(RATE_LIMIT_STORE);
   const read = store.readOverrides!.bind(store);
-  store.readOverrides = (keys, version) => {
+  store.readOverrides = (...args) => {
     reads.push(Date.now());
-    return read(keys, version);
+    return read(...args);
   };
   return { app, admin: app.get(RateLimitAdmin), events, reads };
 }

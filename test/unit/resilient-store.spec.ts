@@ -252,6 +252,62 @@ describe('fallbacks', () => {
     expect((await run('b')).filter((d) => d.allowed)).toHaveLength(5);
   });
 
+  describe('without insuranceShare: 1 / the instances the overrides poll counted', () => {
+    /** A fake whose overrides read says `live` instances polled lately, then fails as a store that went away. */
+    const fleetOf = async (live: number | undefined, options: Partial<ResilientStoreOptions> = {}) => {
+      const fake = new FakeStore() as FakeStore & Pick<RateLimitStore, 'readOverrides'>;
+      fake.readOverrides = async () => ({ version: '0', nowMs: 0, ...(live === undefined ? {} : { liveInstances: live }) });
+      const store = resilient(fake, { retryAfterFailureMs: 0, insuranceShare: undefined, ...options });
+      const keys = { overrides: 'o', version: 'v', expiries: 'u', instances: 'i' };
+      expect((await store.readOverrides(keys, undefined, { id: 'me', liveMs: 60_000 })).liveInstances).toBe(live);
+      fake.behaviour = 'fail';
+      return store;
+    };
+    const admitted = async (store: RateLimitStore, limit: number) => {
+      const engine = engineOver(store, 'insurance');
+      let allowed = 0;
+      for (let i = 0; i < limit + 5; i++) {
+        if ((await engine.decide(trackerKeyPrefix('rl', `u-${limit}`), [request(policy({ limit }))], 'consume')).allowed) allowed++;
+      }
+      return allowed;
+    };
+
+    it('3 instances live: 30 → 10 here, 31 → 10 (rounded down), 2 → 1 (never below 1)', async () => {
+      const store = await fleetOf(3);
+      expect([await admitted(store, 30), await admitted(store, 31), await admitted(store, 2)]).toEqual([10, 10, 1]);
+    });
+
+    it('no count yet (no read answered, or a store that counts nothing): the whole limit', async () => {
+      expect(await admitted(await fleetOf(undefined), 30)).toBe(30);
+    });
+
+    it('an explicit insuranceShare wins over the count', async () => {
+      expect(await admitted(await fleetOf(3, { insuranceShare: 1 }), 30)).toBe(30);
+      expect(await admitted(await fleetOf(3, { insuranceShare: 0.5 }), 30)).toBe(15);
+    });
+
+    it('describes an outage for the overrides poller: the store named, and what insurance grants meanwhile', async () => {
+      const store = await fleetOf(4, { name: 'Redis at 10.0.0.5:6379' });
+      expect(store.describeOutage(new Error('Connection is closed.'))).toEqual({
+        what: 'Redis at 10.0.0.5:6379 is unavailable: Connection is closed',
+        meanwhile:
+          "each policy's onStoreError decides until Redis answers again (with 'insurance', the default, this instance grants 1/4 of each limit: 4 instances polled Redis in the last minute)",
+      });
+      const alone = await fleetOf(1, { name: 'Redis at 10.0.0.5:6379' });
+      expect(alone.describeOutage(new Error("Stream isn't writeable and enableOfflineQueue options is false"))).toEqual({
+        what: `Redis at 10.0.0.5:6379 is unavailable: no connection (ioredis: "Stream isn't writeable and enableOfflineQueue options is false")`,
+        meanwhile:
+          "each policy's onStoreError decides until Redis answers again (with 'insurance', the default, this instance grants all of each limit: no other instance polled Redis in the last minute)",
+      });
+      const set = await fleetOf(4, { name: 'Redis at 10.0.0.5:6379', insuranceShare: 0.25 });
+      expect(set.describeOutage(new Error('x'))?.meanwhile).toBe(
+        "each policy's onStoreError decides until Redis answers again (with 'insurance', the default, this instance grants 25% of each limit (insuranceShare))",
+      );
+      // A decision's own failure is no outage: nothing to describe.
+      expect(store.describeOutage(new RateLimitStoreError('WRONGTYPE', { outage: false }))).toBeUndefined();
+    });
+  });
+
   it('insurance share never drops below 1, and applies to burst too', async () => {
     const { store } = failing({ insuranceShare: 0.01 });
     const engine = engineOver(store, 'insurance');

@@ -363,7 +363,7 @@ describe('RateLimitOverrides on a remote store', () => {
     await poll();
     expect([b.match('api', 'by:xy')?.limit, b.match('api', 'by:zz')?.limit]).toEqual([7, 7]);
     expect(warn.mock.calls.map(([line]) => line)).toEqual([
-      'runtime overrides: the rate-limit store could not be read (connection refused); the overrides read last stay in force, and it is asked again every 500 ms.',
+      'Runtime overrides could not be read: the rate-limit store failed (connection refused). They are read again every 500 ms; meanwhile the 1 override read last stays in force.',
     ]);
     warn.mockRestore();
     remote.failing = undefined;

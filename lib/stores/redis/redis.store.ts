@@ -7,6 +7,7 @@ import { luaScript, MODE_CODE, parseDecision } from './redis-codec';
 import { OUTAGE_REPLY, ScriptDispatcher } from './script-dispatcher';
 import type {
   DecisionMode,
+  InstanceHeartbeat,
   OverrideKeys,
   OverrideRead,
   OverrideWrite,
@@ -24,7 +25,7 @@ export { MAX_BATCH } from './script-dispatcher';
 
 /** The runtime overrides' scripts (see their headers), read once. */
 const WRITE_OVERRIDE = luaScript(readFileSync(join(__dirname, 'writeOverride-3.lua'), 'utf8'));
-const READ_OVERRIDES = luaScript(readFileSync(join(__dirname, 'readOverrides-2.lua'), 'utf8'));
+const READ_OVERRIDES = luaScript(readFileSync(join(__dirname, 'readOverrides-3.lua'), 'utf8'));
 const WRITE_STATUS: ReadonlyArray<OverrideWriteResult['status']> = ['ok', 'past', 'full'];
 
 /**
@@ -106,13 +107,19 @@ export class RedisStore implements RateLimitStore {
     return { version: String(reply[0]), nowMs: Number(reply[1]), status: WRITE_STATUS[Number(reply[2])] ?? 'ok' };
   }
 
-  /** Runs readOverrides-2.lua: the version and `TIME`, and the whole hash only when the version moved. */
-  async readOverrides(keys: OverrideKeys, knownVersion: string | undefined): Promise<OverrideRead> {
-    const reply = (await this.transport.evalScript(READ_OVERRIDES, [keys.overrides, keys.version], [knownVersion ?? ''])) as ReadonlyArray<
-      number | string | ReadonlyArray<string>
-    >;
+  /**
+   * Runs readOverrides-3.lua: the version and `TIME`, the instance's heartbeat and the count of live instances,
+   * and the whole hash only when the version moved.
+   */
+  async readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {
+    const reply = (await this.transport.evalScript(
+      READ_OVERRIDES,
+      [keys.overrides, keys.version, keys.instances],
+      [knownVersion ?? '', heartbeat?.id ?? '', String(heartbeat?.liveMs ?? 0)],
+    )) as ReadonlyArray<number | string | ReadonlyArray<string>>;
     const read: OverrideRead = { version: String(reply[0]), nowMs: Number(reply[1]) };
-    const flat = reply[2];
+    if (heartbeat !== undefined) read.liveInstances = Number(reply[2]);
+    const flat = reply[3];
     if (Array.isArray(flat)) {
       const entries: Array<[string, string]> = [];
       for (let i = 0; i + 1 < flat.length; i += 2) entries.push([String(flat[i]), String(flat[i + 1])]);

@@ -1,7 +1,7 @@
 --[[
   Sets or removes one runtime override (RateLimitAdmin.setOverride / removeOverride), atomically: drops the
   overrides whose end has passed, then writes, then moves the set's version on, so every instance polling
-  readOverrides-2.lua reloads the set within one poll. The three keys share one {hash tag}: one Cluster slot.
+  readOverrides-3.lua reloads the set within one poll. The three keys share one {hash tag}: one Cluster slot.
   These keys have no TTL by design: an override lasts until it is removed or its end passes.
 
   KEYS  [1] the overrides: a hash of field `<policy>\n<tracker pattern>` to the override's JSON

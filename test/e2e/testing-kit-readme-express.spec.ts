@@ -1,28 +1,20 @@
 import type { INestApplication } from '@nestjs/common';
-import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { RateLimitTestClock, RateLimitTestingModule, expectRateLimited } from '../../lib/testing';
 import request from 'supertest';
 import { AppModule } from './testing-kit-app';
 
 // AppModule imports RateLimitModule.forRoot({ redis: process.env.REDIS_URL }), and CatsController has
-// @RateLimit('fixed-window', 2, '1m') on GET /cats. Keep the platform your app runs on.
-describe.each(['express', 'fastify'])('GET /cats on %s', (platform) => {
+// @RateLimit('fixed-window', 2, '1m') on GET /cats.
+describe('GET /cats', () => {
   let app: INestApplication;
   let clock: RateLimitTestClock;
 
   beforeEach(async () => {
     clock = new RateLimitTestClock();
     const moduleRef = await RateLimitTestingModule.override(Test.createTestingModule({ imports: [AppModule] }), clock).compile();
-    if (platform === 'express') {
-      app = moduleRef.createNestApplication();
-      await app.init();
-    } else {
-      const fastify = moduleRef.createNestApplication<NestFastifyApplication>(new FastifyAdapter());
-      await fastify.init();
-      await fastify.getHttpAdapter().getInstance().ready(); // supertest needs Fastify ready
-      app = fastify;
-    }
+    app = moduleRef.createNestApplication();
+    await app.init();
   });
   afterEach(() => app.close());
 
