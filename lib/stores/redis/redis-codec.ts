@@ -204,3 +204,23 @@ export async function explainForeignData(
   }
   return cause;
 }
+
+/**
+ * Which script a call of its own runs, which also says how its reply reads: its algorithm's one-policy script
+ * ({@link isOnePolicy}), decide.lua holding its one algorithm, or decide.lua holding every algorithm (several policies).
+ */
+export type OwnScript = 'one-policy' | 'algorithm' | 'any-algorithm';
+
+/** A call of its own: its script, and its keys and argument in that script's layout. */
+export interface OwnCall {
+  script: OwnScript;
+  keys: string[];
+  args: string[];
+}
+
+/** `calls` as a call of their own, its script found once (it decides the layout and, later, the reply's). */
+export function ownCall(calls: readonly RateLimitCall[], mode: string): OwnCall {
+  if (isOnePolicy(calls, mode)) return { script: 'one-policy', ...onePolicyCall(calls[0], mode) };
+  const { keys, args } = new DecideCall().add(calls, mode);
+  return { script: calls.length === 1 ? 'algorithm' : 'any-algorithm', keys, args };
+}

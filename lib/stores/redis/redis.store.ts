@@ -4,7 +4,8 @@ import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { hashSlot } from './cluster-slot';
 import { luaScript, MODE_CODE, parseDecision } from './redis-codec';
-import { OUTAGE_REPLY, ScriptDispatcher } from './script-dispatcher';
+import { ScriptDispatcher } from './script-dispatcher';
+import { OUTAGE_REPLY } from './script-replies';
 import type {
   DecisionMode,
   InstanceHeartbeat,

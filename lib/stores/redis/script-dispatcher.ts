@@ -6,15 +6,18 @@ import {
   decisionKeyCount,
   explainForeignData,
   isOnePolicy,
-  onePolicyCall,
   luaScript,
+  onePolicyCall,
+  ownCall,
   parseDecision,
   parseOnePolicyReply,
   REPLY_PER_CALL,
   type LuaScript,
+  type OwnScript,
 } from './redis-codec';
 import { composeAcrossSlotsScript, composeDecideScript, composeOnePolicyScript } from './redis-scripts';
-import { isServerReply, type RedisScriptTransport, type ScriptCall, type ScriptRunner } from './transports/redis-transport';
+import { cannotRunAcrossSlots, NOT_HERE, nothingRan, OUTAGE_REPLY } from './script-replies';
+import type { RedisScriptTransport, ScriptCall, ScriptRunner } from './transports/redis-transport';
 
 /**
  * Most policy decisions in one batch call (a request of 8 policies counts 8). A full batch leaves at once, so
@@ -44,19 +47,6 @@ interface Queued {
   master?: string;
   /** On a Cluster, whether a batch across slots already found the decision's keys elsewhere (see `sendAgain`). */
   sentAgain?: boolean;
-}
-
-/**
- * Which script a call of its own runs, which also says how its reply reads: its algorithm's one-policy script
- * ({@link isOnePolicy}), decide.lua holding its one algorithm, or decide.lua holding every algorithm (several policies).
- */
-type OwnScript = 'one-policy' | 'algorithm' | 'any-algorithm';
-
-/** A call of its own: its script, and its keys and argument in that script's layout. */
-interface OwnCall {
-  script: OwnScript;
-  keys: string[];
-  args: string[];
 }
 
 /**
@@ -321,35 +311,4 @@ export class ScriptDispatcher {
   private async explainError(calls: readonly RateLimitCall[], error: unknown): Promise<unknown> {
     return error instanceof Error ? this.explain(calls, error) : error;
   }
-}
-
-/** Replies of a server (or a slot) that cannot serve now, whatever the decision. */
-export const OUTAGE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|BUSY|READONLY|OOM|NOAUTH|NOPERM|WRONGPASS|MISCONF|NOREPLICAS)\b/;
-
-/**
- * A decision's error in a script across slots when its master cannot serve its keys now: they are not local (a
- * moved or moving slot) or the cluster is down. Nothing of the decision ran.
- */
-const NOT_HERE = /Script attempted to (access a non local key|execute a (write )?command while the cluster is down)/;
-
-/** Errors after which Redis ran nothing: the script was missing, or the key's slot is served elsewhere or not now. */
-function nothingRan(error: Error): boolean {
-  return /^(NOSCRIPT|MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(error.message);
-}
-
-/**
- * Whether the server refused a script across slots as a whole: an error reply other than an outage's (which
- * says the server cannot serve now). Before Redis 7.0 (and on KeyDB) the shebang line does not compile; a server
- * that knows no `allow-cross-slot-keys` flag rejects it. A decision's own error comes back in its place
- * (decide.lua runs each in `pcall`), so an error for the whole call means that nothing ran.
- */
-function cannotRunAcrossSlots(error: unknown): boolean {
-  return error instanceof Error && isServerReply(error) && !OUTAGE_REPLY.test(error.message);
-}
-
-/** `calls` as a call of their own, its script found once (it decides the layout and, later, the reply's). */
-function ownCall(calls: readonly RateLimitCall[], mode: string): OwnCall {
-  if (isOnePolicy(calls, mode)) return { script: 'one-policy', ...onePolicyCall(calls[0], mode) };
-  const { keys, args } = new DecideCall().add(calls, mode);
-  return { script: calls.length === 1 ? 'algorithm' : 'any-algorithm', keys, args };
 }
