@@ -43,9 +43,10 @@ describe('hot-key shedding', () => {
     expect(first.retryAfterMs).toBeGreaterThan(500);
     expect(await scriptCalls()).toBe(3);
 
-    // The abuser hammers: 2,000 calls, every one answered here, none reaching Redis.
+    // The abuser hammers: 200 calls, every one answered here, none reaching Redis. (All within retryAfter, which
+    // the rest relies on: 2,000 calls took up to 990 ms of the ~1,000 on a box with both cores busy.)
     const hammered: RateLimitDecision[] = [];
-    for (let i = 0; i < 2_000; i++) hammered.push(await svc.consume(policy, 'abuser'));
+    for (let i = 0; i < 200; i++) hammered.push(await svc.consume(policy, 'abuser'));
     expect(Date.now() - t0).toBeLessThan(first.retryAfterMs);
     expect(hammered.every((d) => !d.allowed && d.policy === 'hot' && d.limit === 2 && d.remaining === 0 && d.reason === undefined)).toBe(
       true,
