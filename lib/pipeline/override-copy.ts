@@ -2,14 +2,8 @@ import type { AlgorithmParams } from '../algorithms/algorithm.interface';
 import type { RateLimitHooks } from '../interfaces/module-options.interface';
 import type { RateLimitOverrideEntry, RateLimitOverrideEvent } from '../interfaces/override.interface';
 import type { CompiledPolicy } from '../policy/compile-policy';
-import {
-  MAX_OVERRIDES,
-  OverrideTable,
-  overrideField,
-  overriddenParams,
-  parseStoredOverride,
-  type OverrideEntry,
-} from '../policy/runtime-overrides';
+import { MAX_OVERRIDES, overrideField, overriddenParams, parseStoredOverride, type OverrideEntry } from '../policy/runtime-overrides';
+import { OverrideTable } from '../policy/override-table';
 import type { OverrideRead } from '../stores/store.interface';
 
 /**
