@@ -1,30 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import type { AlgorithmParams } from '../algorithms/algorithm.interface';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { RateLimitHooks } from '../interfaces/module-options.interface';
-import type { RateLimitOverride, RateLimitOverrideEntry, RateLimitOverrideEvent } from '../interfaces/override.interface';
-import type { CompiledPolicy } from '../policy/compile-policy';
-import {
-  MAX_OVERRIDES,
-  OverrideTable,
-  overrideField,
-  overrideJson,
-  overriddenParams,
-  parseStoredOverride,
-  type OverrideEntry,
-} from '../policy/runtime-overrides';
+import type { RateLimitOverride, RateLimitOverrideEntry } from '../interfaces/override.interface';
+import { MAX_OVERRIDES, overrideField, overrideJson, parseStoredOverride } from '../policy/runtime-overrides';
 import { IntervalWarning } from '../shared/interval-warning';
 import { StoreLayer } from './store-layer';
+import { entryOf, OverrideCopy } from './override-copy';
 import { MemoryStore } from '../stores/memory/memory.store';
-import type {
-  InstanceHeartbeat,
-  OverrideKeys,
-  OverrideRead,
-  OverrideWrite,
-  OverrideWriteResult,
-  RateLimitStore,
-} from '../stores/store.interface';
+import type { InstanceHeartbeat, OverrideKeys, OverrideWrite, OverrideWriteResult, RateLimitStore } from '../stores/store.interface';
+
+// The trackers' remembered matches live with the copy they are matched against; routes and services import them from here.
+export { UnmatchedOverrides, type TrackerOverrides } from './override-copy';
 
 /**
  * How often each instance asks the store whether the overrides changed, ms: one small script call (a `GET` and
@@ -51,41 +38,6 @@ export interface RateLimitOverridesOptions {
 }
 
 /**
- * The overrides one tracker matched, for up to two policy names, at one generation of the table: what a decision
- * for a tracker seen before reads instead of looking the tracker up in the table again (a comparison or two,
- * where a lookup among 10,000 overrides costs cache misses). Fields of whatever remembers the tracker's key
- * prefix (the guard's and the service's tracker memos), so they cost no object of their own; stale as soon as the
- * table changes. Start them with {@link UnmatchedOverrides}.
- */
-export interface TrackerOverrides {
-  /** The table's generation the names below were matched at; -1: none yet. */
-  overridesAt: number;
-  name0: string | undefined;
-  entry0: OverrideEntry | undefined;
-  name1: string | undefined;
-  entry1: OverrideEntry | undefined;
-}
-
-/**
- * {@link TrackerOverrides} of a tracker not matched yet: the base class of the records that remember trackers,
- * so each is made with all its fields at once (spreading them into an object literal cost a runtime call per new
- * tracker).
- */
-export class UnmatchedOverrides implements TrackerOverrides {
-  overridesAt = -1;
-  name0: string | undefined = undefined;
-  entry0: OverrideEntry | undefined = undefined;
-  name1: string | undefined = undefined;
-  entry1: OverrideEntry | undefined = undefined;
-}
-
-/** One policy's request as the overrides see it (a `PolicyRequest`'s shape; the engine's type is defined above this file). */
-interface OverridableRequest {
-  compiled: CompiledPolicy;
-  params: AlgorithmParams;
-}
-
-/**
  * The runtime overrides this instance applies (`RateLimitAdmin.setOverride`), and their synchronisation with the
  * store, where they live (Redis: shared by every instance and kept across restarts; the memory store: this
  * process only).
@@ -97,30 +49,23 @@ interface OverridableRequest {
  * write applies on it at once. `until` is on the store's clock: each read's `TIME` turns it into an end on this
  * instance's clock. A failed read keeps the last copy (a rate-limited warning says so).
  */
-export class RateLimitOverrides {
-  /** The overrides in force here. */
-  readonly table = new OverrideTable();
+export class RateLimitOverrides extends OverrideCopy {
   private readonly keys: OverrideKeys;
   /** What each read records of this instance: a random id, live for {@link INSTANCE_LIVE_MS} after the read. */
   private readonly heartbeat: InstanceHeartbeat = { id: randomBytes(9).toString('base64url'), liveMs: INSTANCE_LIVE_MS };
-  /** Local time, ms: the memory store's own clock (a test clock moves `until` too), else a monotonic one. */
-  private readonly clock: () => number;
   private readonly unreadable = new IntervalWarning('RateLimitOverrides');
   /** The store's version of the set this copy matches; `undefined` until the first read. */
   private version: string | undefined;
-  /** Moves on with every change to {@link table}: what a {@link TrackerOverrides} was found at. */
-  private generation = 0;
   private timer: NodeJS.Timeout | undefined;
   /** Reads and writes, one at a time: a read sent before a write must not be applied after it. */
   private queue: Promise<unknown> = Promise.resolve();
   private busy = 0;
-  /** The soonest end of an override held, local ms (`Infinity`: none ends). */
-  private nextEndAt = Infinity;
 
   constructor(
     private readonly store: RateLimitStore,
     private readonly options: RateLimitOverridesOptions = {},
   ) {
+    super(store instanceof MemoryStore ? () => store.now() : () => performance.now(), options);
     const prefix = options.prefix ?? 'rl';
     this.keys = {
       overrides: `${prefix}:{overrides}`,
@@ -128,88 +73,6 @@ export class RateLimitOverrides {
       expiries: `${prefix}:{overrides}:until`,
       instances: `${prefix}:{overrides}:instances`,
     };
-    this.clock = store instanceof MemoryStore ? () => store.now() : () => performance.now();
-  }
-
-  /** Whether any override is held: while none is, a decision asks nothing more. */
-  get active(): boolean {
-    return this.table.size > 0;
-  }
-
-  /** Whether policy `name` has an override (for any tracker). */
-  has(name: string): boolean {
-    return this.table.has(name);
-  }
-
-  /**
-   * The override in force for policy `name` and `tracker`, the most specific one (exact, longest prefix, `*`);
-   * `undefined` when none. One that has ended is dropped here (reported `expired`) and the next one tried.
-   */
-  match(name: string, tracker: string): OverrideEntry | undefined {
-    let entry = this.table.match(name, tracker);
-    while (entry !== undefined && entry.endsAt !== Infinity && this.clock() >= entry.endsAt) {
-      this.drop(entry, 'expired', false);
-      entry = this.table.match(name, tracker);
-    }
-    return entry;
-  }
-
-  /**
-   * {@link match}, remembered in `seen` (the tracker's own) until the table changes: a tracker seen before costs a
-   * comparison of the table's generation and of policy names, not a lookup among the overrides.
-   */
-  matchFor(seen: TrackerOverrides, name: string, tracker: string): OverrideEntry | undefined {
-    const current = seen.overridesAt === this.generation;
-    if (current && (seen.name0 === name || seen.name1 === name)) {
-      const entry = seen.name0 === name ? seen.entry0 : seen.entry1;
-      if (entry === undefined || entry.endsAt === Infinity || this.clock() < entry.endsAt) return entry;
-    }
-    const entry = this.match(name, tracker);
-    if (seen.overridesAt !== this.generation) {
-      seen.overridesAt = this.generation;
-      seen.name1 = seen.entry1 = undefined;
-      seen.name0 = name;
-      seen.entry0 = entry;
-    } else if (seen.name0 !== name) {
-      // A third name takes the second place: a route decides its policies in the same order every time.
-      seen.name1 = name;
-      seen.entry1 = entry;
-    }
-    return entry;
-  }
-
-  /**
-   * `requests` with the override matching `tracker` applied to each policy that has one; `requests` itself
-   * (nothing allocated) when none does. `seen`: the tracker's remembered matches, when it has them.
-   */
-  apply<R extends OverridableRequest>(requests: readonly R[], tracker: string, seen?: TrackerOverrides): readonly R[] {
-    if (this.table.size === 0) return requests;
-    let applied: R[] | undefined;
-    for (let i = 0; i < requests.length; i++) {
-      const request = requests[i];
-      const name = request.compiled.name;
-      const entry = seen === undefined ? this.match(name, tracker) : this.matchFor(seen, name, tracker);
-      if (entry === undefined) continue;
-      const params = this.params(request.compiled, request.params, entry);
-      if (params === request.params) continue;
-      applied ??= requests.slice();
-      applied[i] = { ...request, params };
-    }
-    return applied ?? requests;
-  }
-
-  /** `params` of `compiled` with `entry` applied; remembered per entry for params that never change. */
-  params(compiled: CompiledPolicy, params: AlgorithmParams, entry: OverrideEntry): AlgorithmParams {
-    if (params.periods !== undefined) return overriddenParams(compiled, params, entry);
-    return this.built(entry, params, () => overriddenParams(compiled, params, entry));
-  }
-
-  /** What `make` builds for `entry` from `from` (an object that never changes), built once per entry. */
-  built<T>(entry: OverrideEntry, from: object, make: () => T): T {
-    const built = (entry.built ??= new WeakMap());
-    let value = built.get(from) as T | undefined;
-    if (value === undefined) built.set(from, (value = make()));
-    return value;
   }
 
   /**
@@ -324,61 +187,6 @@ export class RateLimitOverrides {
     }
   }
 
-  /** The set as read replaces this copy; each difference is reported, but for the load at startup. */
-  private replace({ entries, nowMs }: OverrideRead, initial: boolean): void {
-    const localNow = this.clock();
-    const fields = new Set<string>();
-    for (const [field, json] of entries!) {
-      if (fields.size >= MAX_OVERRIDES) break;
-      const entry = parseStoredOverride(field, json, nowMs, localNow);
-      if (entry === undefined || (entry.until !== undefined && entry.until <= nowMs)) continue;
-      fields.add(field);
-      const held = this.table.get(entry.policy, entry.pattern);
-      if (held?.json !== json) this.put(entry, false, initial);
-    }
-    const gone: OverrideEntry[] = [];
-    for (const entry of this.table.entries()) if (!fields.has(overrideField(entry.policy, entry.pattern))) gone.push(entry);
-    for (const entry of gone) this.drop(entry, entry.until !== undefined && entry.until <= nowMs ? 'expired' : 'removed', false, initial);
-  }
-
-  /** Drops the overrides whose end has passed here (checked only once the soonest end is due). */
-  private sweep(): void {
-    if (this.nextEndAt === Infinity || this.clock() < this.nextEndAt) return;
-    const now = this.clock();
-    const ended: OverrideEntry[] = [];
-    let next = Infinity;
-    for (const entry of this.table.entries()) {
-      if (entry.endsAt <= now) ended.push(entry);
-      else if (entry.endsAt < next) next = entry.endsAt;
-    }
-    for (const entry of ended) this.drop(entry, 'expired', false);
-    this.nextEndAt = next;
-  }
-
-  private put(entry: OverrideEntry, local: boolean, quiet = false): void {
-    this.table.set(entry);
-    this.generation++;
-    if (entry.endsAt < this.nextEndAt) this.nextEndAt = entry.endsAt;
-    if (!quiet) this.report('applied', entry, local);
-  }
-
-  private drop(entry: OverrideEntry, action: 'removed' | 'expired', local: boolean, quiet = false): void {
-    if (this.table.get(entry.policy, entry.pattern) !== entry) return;
-    this.table.delete(entry.policy, entry.pattern);
-    this.generation++;
-    if (!quiet) this.report(action, entry, local);
-  }
-
-  private report(action: RateLimitOverrideEvent['action'], entry: OverrideEntry, local: boolean): void {
-    const hook = this.options.hooks?.override;
-    if (hook === undefined) return;
-    try {
-      hook({ action, local, ...entryOf(entry) });
-    } catch {
-      // The event bus logs its listeners' failures; a hook given by hand must not fail an override either.
-    }
-  }
-
   private exclusive<T>(work: () => Promise<T>): Promise<T> {
     this.busy++;
     const run = this.queue.then(work, work);
@@ -417,11 +225,6 @@ function storeFailed(what: string, meaning: string, error: unknown): RateLimitSt
   if (error instanceof RateLimitStoreError) return error;
   const message = (error as Error)?.message ?? String(error);
   return new RateLimitStoreError(`${what}: the rate-limit store failed (${message}); ${meaning}.`, { cause: error });
-}
-
-/** What listOverrides and events report of an entry: the pattern as set, the override as set, its end. */
-function entryOf({ policy, tracker, override, until }: OverrideEntry): RateLimitOverrideEntry {
-  return until === undefined ? { policy, tracker, override } : { policy, tracker, override, until };
 }
 
 /** The override's fields in a fixed order, without those left out. */

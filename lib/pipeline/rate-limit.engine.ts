@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { AlgorithmParams } from '../algorithms/algorithm.interface';
-import type { RateLimitDecision, RateLimitDecisionReason } from '../interfaces/decision.interface';
+import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitDecisionEvent, RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import { RateLimitDenyList } from './deny-list';
 import { RateLimitOverrides } from './override-sync';
+import { toDecision } from './public-decision';
 import type {
   DecisionMode,
   KeySlot,
@@ -17,6 +18,9 @@ import { Verdict } from '../stores/verdicts';
 import type { CompiledPolicy } from '../policy/compile-policy';
 import { DENY_KEY_SUFFIX } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
+
+// Re-exported for the route responder, which imports it from the engine.
+export { failedClosed } from './public-decision';
 
 /** One policy of a decision, with its per-request values resolved. */
 export interface PolicyRequest {
@@ -60,19 +64,6 @@ export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onSt
  * `'fail-open'` (unlimited) and `'fail-closed'` (503) are explicit choices.
  */
 const DEFAULT_STORE_FALLBACK: StoreFallback = 'insurance';
-
-/**
- * The public reason of each verdict: none when the counter decided, either way; a deny is reported as a
- * lockout. (`'shadow'` is the engine's own, for a shadow policy's rejection.)
- */
-const PUBLIC_REASON: Readonly<Record<Verdict, RateLimitDecisionReason | undefined>> = {
-  [Verdict.Allowed]: undefined,
-  [Verdict.Limited]: undefined,
-  [Verdict.Blocked]: 'blocked',
-  [Verdict.CostExceedsCapacity]: 'cost-exceeds-capacity',
-  [Verdict.StoreUnavailable]: 'store-unavailable',
-  [Verdict.Denied]: 'blocked',
-};
 
 /** The engine's memos are keyed by strings the library built (see {@link RateLimitEngine}): nothing to copy. */
 const OWN_KEYS = { ownKeys: true } as const;
@@ -283,36 +274,6 @@ export class RateLimitEngine {
   toDecisions(requests: readonly PolicyRequest[], verdicts: readonly StoreVerdict[]): RateLimitDecision[] {
     return verdicts.map((verdict, i) => toDecision(requests[i], verdict, verdict.reason));
   }
-}
-
-/**
- * Maps one store verdict to the public decision shape. (When nothing was charged, the store already
- * reports allowed policies' quota as it stands.)
- */
-function toDecision({ compiled, params }: PolicyRequest, v: Omit<StoreVerdict, 'reason'>, reason: Verdict): RateLimitDecision {
-  const decision: RateLimitDecision = {
-    allowed: v.allowed,
-    policy: compiled.name,
-    limit: compiled.algorithm.usesBurst ? params.burst : params.limit,
-    remaining: Math.max(v.remaining, 0),
-    resetMs: v.resetMs,
-    moreQuotaMs: v.moreQuotaMs,
-    retryAfterMs: v.allowed ? 0 : v.retryAfterMs < 0 ? Infinity : v.retryAfterMs,
-  };
-  if (compiled.algorithm.name === 'leaky-bucket' && compiled.policy.delay !== false) decision.delayMs = v.allowed ? v.delayMs : 0;
-  const shown = PUBLIC_REASON[reason];
-  if (shown) decision.reason = shown;
-  return decision;
-}
-
-/**
- * Whether `decision` is the `fail-closed` fallback's rejection: the store failed and the policy rejects
- * without it, which the guard answers with a 503 (the limiter, not the client, is at fault). An `insurance`
- * rejection also has `reason: 'store-unavailable'` but is not one: the in-process twin counted the client
- * past its limit, so it is answered as any other 429, with its own `Retry-After`.
- */
-export function failedClosed(decision: RateLimitDecision, call: RateLimitCall): boolean {
-  return !decision.allowed && decision.reason === 'store-unavailable' && call.fallback === 'fail-closed';
 }
 
 /** `calls` grouped by tracker (the hash tag of their keys), in order; one group in the usual case. */

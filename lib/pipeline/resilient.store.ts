@@ -1,10 +1,12 @@
 import { Logger } from '@nestjs/common';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
-import { MemoryStore } from '../stores/memory/memory.store';
-import { describeCause } from '../stores/store-description';
 import { StoreDeadlines, type DeadlineWatcher, type StoreTimings } from './store-deadlines';
 import { isOutageOf, penalizeIn, pingStore } from '../stores/store-health';
 import { seeing, StoreLayer, type AnswerWatcher, type OutageDescription } from './store-layer';
+import { answerNothing, guarded, settle, unrecovered, type Guarded } from './guarded-call';
+import { InsuranceFallback } from './insurance-fallback';
+import { StoreCircuits } from './store-circuits';
+import { StoreOutageLog } from './store-outage-log';
 import type {
   DecisionMode,
   InstanceHeartbeat,
@@ -13,9 +15,7 @@ import type {
   RateLimitCall,
   RateLimitStore,
   StoreDecision,
-  StoreVerdict,
 } from '../stores/store.interface';
-import { Verdict } from '../stores/verdicts';
 
 /** Options of {@link ResilientStore}. */
 export interface ResilientStoreOptions {
@@ -49,29 +49,6 @@ export interface ResilientStoreOptions {
   wallClock?: () => number;
 }
 
-/** The circuit of a store without shards, or of keys of no known shard. */
-const WHOLE = '';
-
-/** A call under a deadline: the promise its caller holds, and what answers it when the store does not. */
-interface Guarded {
-  resolve(value: unknown): void;
-  reject(error: unknown): void;
-  /**
-   * Answers in the store's place once the call failed (a decision's fallback, nothing for a refund), the
-   * failure counting against the circuit of `shard`; without it, the caller gets the error and no circuit hears.
-   */
-  recover: ((calls: readonly RateLimitCall[], mode: DecisionMode) => unknown) | undefined;
-  calls: readonly RateLimitCall[];
-  mode: DecisionMode;
-  key: string | undefined;
-  shard: string | undefined;
-  /** A layer above that sees the answer before the promise settles with it (see {@link StoreLayer.decideSeen}). */
-  seen: AnswerWatcher | undefined;
-}
-
-/** A refund or release that failed answers nothing: it only errs on the strict side. */
-const answerNothing = (): undefined => undefined;
-
 /**
  * Keeps a slow or failing store (`inner`, the one it wraps) from taking requests down with it. Every decision has a deadline, counted in
  * the store's own time (a stall of this process is not the store's: see {@link StoreDeadlines}). A failure is
@@ -87,38 +64,15 @@ const answerNothing = (): undefined => undefined;
  */
 export class ResilientStore extends StoreLayer {
   private readonly logger = new Logger('RateLimit');
-  private readonly insurance: MemoryStore;
-  /** Calls a fallback answered: they took nothing from the inner store, so their refunds never go there. */
-  private readonly answeredLocally = new WeakSet<RateLimitCall>();
+  /** Each call's fallback: what answers in the store's place while it is away. */
+  private readonly fallbacks: InsuranceFallback;
   private readonly deadlines: StoreDeadlines<Guarded>;
-  /**
-   * Per shard ({@link WHOLE} without shards): until when decisions skip it. A circuit found closed again is
-   * dropped, so while the store answers the map is empty and decisions read neither it nor the clock.
-   */
-  private readonly openUntil = new Map<string, number>();
-  /**
-   * Per shard: when the latest call it answered was sent, which tells a slow call from a store that is down
-   * (a record, so that an answer costs one lookup).
-   */
-  private readonly answeredSentAt = new Map<string, { sentAt: number }>();
-  /** The same for {@link WHOLE} (every call, without shards): a field, not a Map entry written per answer. */
-  private wholeAnsweredSentAt = -Infinity;
+  private readonly circuits: StoreCircuits;
   /** A decision's fallback, for {@link Guarded.recover}: one function for every call. */
   private readonly fallbackAnswer = (calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision => this.fallback(calls, mode);
-  /** Per cause of a decision's own failure: when it was last logged (a handful of causes; cleared past 64). */
-  private readonly causeLogged = new Map<string, number>();
-  private lastLog = -Infinity;
-  private suppressed = 0;
-  /** When the current outage began (a failure, or no connection at startup); undefined while the store answers. */
-  private downSince: number | undefined;
-  /** A key whose failure began the current outage; whichever shard serves it now answering ends the outage. */
-  private downKey: string | undefined;
-  /** Whether a warning reported the current outage, so its end is reported too (once). */
-  private reported = false;
+  /** The current outage, and the log lines that report it. */
+  private readonly outages: StoreOutageLog;
   private readonly clock: () => number;
-  private readonly wallClock: () => number;
-  /** Instances the store counted as live at its last answered read of the overrides (this one included). */
-  private liveInstances = 1;
 
   constructor(
     inner: RateLimitStore,
@@ -126,8 +80,9 @@ export class ResilientStore extends StoreLayer {
   ) {
     super(inner);
     this.clock = options.clock ?? (() => performance.now());
-    this.wallClock = options.wallClock ?? Date.now;
-    this.insurance = new MemoryStore({ clock: this.wallClock });
+    this.fallbacks = new InsuranceFallback(options.insuranceShare, options.wallClock ?? Date.now);
+    this.circuits = new StoreCircuits(options.shardOf, this.clock);
+    this.outages = new StoreOutageLog(options, (key) => this.circuits.shardOf(key), this.clock);
     this.deadlines = new StoreDeadlines(options.timeoutMs, this.watcher(), this.clock);
   }
 
@@ -143,8 +98,8 @@ export class ResilientStore extends StoreLayer {
   private decideWatched(calls: readonly RateLimitCall[], mode: DecisionMode, seen: AnswerWatcher | undefined): Promise<StoreDecision> {
     // All keys of one decision share a hash tag, so its first key's shard is the decision's.
     const key = calls[0]?.stateKey;
-    const shard = this.shardOf(key);
-    if (this.isOpen(shard)) {
+    const shard = this.circuits.shardOf(key);
+    if (this.circuits.isOpen(shard)) {
       const answer = Promise.resolve(this.fallback(calls, mode));
       return seen ? seeing(answer, calls, seen) : answer;
     }
@@ -154,8 +109,8 @@ export class ResilientStore extends StoreLayer {
   /** While the circuit is open, the fallback answers at once (see {@link RateLimitStore.decideSync}). */
   override decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined {
     // No circuit open, as while the store answers: not even the shard to find.
-    if (this.openUntil.size === 0) return undefined;
-    return this.isOpen(this.shardOf(calls[0]?.stateKey)) ? this.fallback(calls, mode) : undefined;
+    if (this.circuits.allClosed) return undefined;
+    return this.circuits.isOpen(this.circuits.shardOf(calls[0]?.stateKey)) ? this.fallback(calls, mode) : undefined;
   }
 
   /**
@@ -165,10 +120,10 @@ export class ResilientStore extends StoreLayer {
    * only wait out its deadline against a store that is down.
    */
   override async refund(calls: readonly RateLimitCall[]): Promise<void> {
-    const decidedByInner = calls.filter((c) => !this.answeredLocally.has(c));
-    const insured = calls.filter((c) => c.fallback === 'insurance' && this.answeredLocally.has(c));
+    const decidedByInner = calls.filter((c) => !this.fallbacks.answered(c));
+    const insured = calls.filter((c) => c.fallback === 'insurance' && this.fallbacks.answered(c));
     if (decidedByInner.length > 0) await this.bestEffort(decidedByInner);
-    if (insured.length > 0) await this.insurance.refund(insured.map((c) => this.insuredCall(c)));
+    if (insured.length > 0) await this.fallbacks.refund(insured);
   }
 
   /** Always the inner store's: a penalty is never decided by a fallback (it rejects when the store fails). */
@@ -181,7 +136,7 @@ export class ResilientStore extends StoreLayer {
   }
 
   override async delete(keys: readonly string[]): Promise<void> {
-    await this.insurance.delete(keys);
+    await this.fallbacks.delete(keys);
     await this.guard(this.inner.delete(keys), unrecovered());
   }
 
@@ -203,9 +158,7 @@ export class ResilientStore extends StoreLayer {
     const started = this.clock();
     const ready = (await this.inner.ready?.(timeoutMs)) ?? true;
     if (!ready) {
-      this.downSince ??= started;
-      const line = this.unavailable(new RateLimitStoreError(`not connected after ${timeoutMs} ms`));
-      this.warn(`${line}. Starting anyway; deciding with each policy's onStoreError until it answers.`, this.clock());
+      this.outages.notConnected(started, new RateLimitStoreError(`not connected after ${timeoutMs} ms`));
     } else if (this.inner.ping) {
       await this.ping().then(
         () => {
@@ -228,7 +181,7 @@ export class ResilientStore extends StoreLayer {
    */
   override async readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {
     const read = await super.readOverrides(keys, knownVersion, heartbeat);
-    if (read.liveInstances !== undefined && read.liveInstances >= 1) this.liveInstances = read.liveInstances;
+    this.fallbacks.countLive(read.liveInstances);
     return read;
   }
 
@@ -238,19 +191,9 @@ export class ResilientStore extends StoreLayer {
     const { name } = this.options;
     const store = name === undefined ? 'the rate-limit store' : name.startsWith('Redis') ? 'Redis' : 'the store';
     return {
-      what: this.unavailable(error instanceof Error ? error : new Error(String(error))),
-      meanwhile: `each policy's onStoreError decides until ${store} answers again (${this.insuranceNote(store)})`,
+      what: this.outages.unavailable(error instanceof Error ? error : new Error(String(error))),
+      meanwhile: `each policy's onStoreError decides until ${store} answers again (${this.fallbacks.note(store)})`,
     };
-  }
-
-  /** What `insurance` grants here while the store is away, and why that share. */
-  private insuranceNote(store: string): string {
-    const { insuranceShare } = this.options;
-    const grants = "with 'insurance', the default, this instance grants";
-    if (insuranceShare !== undefined) return `${grants} ${+(insuranceShare * 100).toFixed(2)}% of each limit (insuranceShare)`;
-    const live = this.liveInstances;
-    if (live === 1) return `${grants} all of each limit: no other instance polled ${store} in the last minute`;
-    return `${grants} 1/${live} of each limit: ${live} instances polled ${store} in the last minute`;
   }
 
   override async close(): Promise<void> {
@@ -261,7 +204,7 @@ export class ResilientStore extends StoreLayer {
   /** Refunds and releases must never fail a request: a lost refund only errs on the strict side. */
   private bestEffort(calls: readonly RateLimitCall[]): Promise<void> {
     const key = calls[0]?.stateKey;
-    return this.guard(this.inner.refund(calls), guarded(answerNothing, calls, 'consume', key, this.shardOf(key), undefined));
+    return this.guard(this.inner.refund(calls), guarded(answerNothing, calls, 'consume', key, this.circuits.shardOf(key), undefined));
   }
 
   /**
@@ -300,27 +243,6 @@ export class ResilientStore extends StoreLayer {
     };
   }
 
-  /** The shard holding `key` (`shardOf`); undefined without `shardOf`, or for a key of no known shard. */
-  private shardOf(key: string | undefined): string | undefined {
-    return key === undefined ? undefined : this.options.shardOf?.(key);
-  }
-
-  /** Whether decisions for the shard (undefined: the whole store) skip the store for now. */
-  private isOpen(shard: string | undefined): boolean {
-    if (this.openUntil.size === 0) return false;
-    const circuit = shard ?? WHOLE;
-    const until = this.openUntil.get(circuit);
-    if (until === undefined) return false;
-    if (this.clock() < until) return true;
-    this.openUntil.delete(circuit); // closed again: the next decisions need not read the clock for it
-    return false;
-  }
-
-  /** When the latest call the shard answered was sent (−Infinity: none yet). */
-  private lastAnswered(shard: string | undefined): number {
-    return shard === undefined ? this.wholeAnsweredSentAt : (this.answeredSentAt.get(shard)?.sentAt ?? -Infinity);
-  }
-
   /**
    * A call sent at `sentAt` failed. An outage of a shard that answered no call sent since opens its circuit and
    * is reported; anything else (see the class) is logged once per cause and fails that call alone.
@@ -329,148 +251,24 @@ export class ResilientStore extends StoreLayer {
     const err = error instanceof Error ? error : new Error(String(error));
     this.options.onError?.(err);
     const outage = isOutageOf(this.inner, error);
-    const answering = this.lastAnswered(shard) > sentAt;
+    const answering = this.circuits.lastAnswered(shard) > sentAt;
     if (!outage || answering) {
-      this.failedAlone(err, outage);
+      this.outages.failedAlone(err, outage);
       return;
     }
     const now = this.clock();
-    this.openUntil.set(shard ?? WHOLE, now + this.options.retryAfterFailureMs);
-    if (this.downSince === undefined) {
-      this.downSince = now;
-      this.downKey = shard === undefined ? undefined : key;
-    }
-    if (now - this.lastLog < this.options.logIntervalMs) {
-      this.suppressed++;
-      return;
-    }
-    const more = this.suppressed > 0 ? ` (${this.suppressed} more failures since the last report)` : '';
-    const what = shard === undefined ? '' : ' its keys';
-    this.warn(`${this.unavailable(err, shard)}${more}. Deciding${what} with each policy's onStoreError until it answers again.`, now);
+    this.circuits.open(shard, now + this.options.retryAfterFailureMs);
+    this.outages.outage(err, now, shard, key);
   }
 
-  /**
-   * A failure that leaves the store deciding, logged once per cause and interval (digits do not make a new
-   * cause): a decision's own at `warn`; a call slow alone while its master answered later ones (a slot that
-   * moves, a failover in progress) at `debug`, since the outage, if any, is reported by its own line.
-   */
-  private failedAlone(err: Error, slow: boolean): void {
-    const cause = err.message.replace(/\d+/g, '#').slice(0, 200);
-    const now = this.clock();
-    const last = this.causeLogged.get(cause);
-    if (last !== undefined && now - last < this.options.logIntervalMs) return;
-    if (this.causeLogged.size >= 64) this.causeLogged.clear();
-    this.causeLogged.set(cause, now);
-    const store = this.options.name ?? 'The rate-limit store';
-    const alone = 'That decision alone is answered by its onStoreError; the store keeps deciding the others.';
-    if (slow) this.logger.debug(`${store}: a decision missed its deadline while later ones were answered: ${describeCause(err)}. ${alone}`);
-    else this.logger.warn(`${store}: a decision failed: ${describeCause(err)}. ${alone}`);
-  }
-
-  private warn(line: string, now: number): void {
-    this.logger.warn(line);
-    this.lastLog = now;
-    this.suppressed = 0;
-    this.reported = true;
-  }
-
-  /** What is wrong, naming the store: its last connection error when it has one, else the failure itself. */
-  private unavailable(failure: Error, shard?: string): string {
-    const { name, connectionError } = this.options;
-    const node = shard === undefined ? '' : ` node ${shard}`;
-    if (name === undefined) return `Rate-limit store${node} unavailable: ${failure.message}`;
-    const cause = connectionError?.();
-    return cause ? `${name} is not reachable: ${describeCause(cause)}` : `${name}${node} is unavailable: ${describeCause(failure)}`;
-  }
-
-  /**
-   * A call made during an outage succeeded: the outage is over. Its end is logged once, and only when its
-   * start was (a warning suppressed by `logIntervalMs` gets no recovery line either, so both stay rate-limited).
-   * When one shard's failure began it, only that shard's keys answering end it: the shard now serving the
-   * failed key (after a failover, another node), not the healthy ones that answered all along.
-   */
+  /** A call sent at `sentAt` was answered: the shard is up, and an outage it was in is over (see {@link StoreOutageLog.answered}). */
   private answered(sentAt: number, shard: string | undefined): void {
-    if (shard === undefined) {
-      if (this.wholeAnsweredSentAt < sentAt) this.wholeAnsweredSentAt = sentAt;
-    } else {
-      const last = this.answeredSentAt.get(shard);
-      if (last === undefined) this.answeredSentAt.set(shard, { sentAt });
-      else if (last.sentAt < sentAt) last.sentAt = sentAt;
-    }
-    const since = this.downSince;
-    // A call sent before the outage began says nothing about the store now.
-    if (since === undefined || sentAt < since) return;
-    if (this.downKey !== undefined && (shard === undefined || shard !== this.shardOf(this.downKey))) return;
-    if (this.reported) {
-      const seconds = ((this.clock() - since) / 1000).toFixed(1);
-      this.logger.log(`${this.options.name ?? 'The rate-limit store'} is answering again after ${seconds} s.`);
-    }
-    this.downSince = undefined;
-    this.downKey = undefined;
-    this.reported = false;
+    this.circuits.answered(sentAt, shard);
+    this.outages.answered(sentAt, shard);
   }
 
+  /** Each call's fallback answers in the store's place (see {@link InsuranceFallback}). */
   private fallback(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
-    for (const call of calls) this.answeredLocally.add(call);
-    const insured = calls.filter((c) => c.fallback === 'insurance').map((c) => this.insuredCall(c));
-    // A fail-closed call rejects the request, so the insurance store must not charge the others.
-    const localMode = calls.some((c) => c.fallback === 'fail-closed') ? 'peek' : mode;
-    const local = insured.length > 0 ? this.insurance.decideSync(insured, localMode) : undefined;
-    let next = 0;
-    const verdicts = calls.map((call): StoreVerdict => {
-      if (call.fallback === 'insurance') return { ...local!.verdicts[next++], reason: Verdict.StoreUnavailable };
-      const allowed = call.fallback === 'fail-open';
-      const retryAfterMs = allowed ? 0 : 1_000;
-      return {
-        allowed,
-        remaining: allowed ? call.params.limit : 0,
-        resetMs: 0,
-        retryAfterMs,
-        delayMs: 0,
-        moreQuotaMs: retryAfterMs,
-        reason: Verdict.StoreUnavailable,
-      };
-    });
-    return { nowMs: this.wallClock(), allowed: verdicts.every((v) => v.allowed), verdicts };
+    return this.fallbacks.answer(calls, mode);
   }
-
-  /** The same call against a share of the limit (at least 1): `insuranceShare`, or 1 / the live instances. */
-  private insuredCall(call: RateLimitCall): RateLimitCall {
-    const { insuranceShare } = this.options;
-    const live = this.liveInstances;
-    const share = (n: number) => Math.max(1, Math.floor(insuranceShare === undefined ? n / live : n * insuranceShare));
-    return { ...call, params: { ...call.params, limit: share(call.params.limit), burst: share(call.params.burst) } };
-  }
-}
-
-/** The context of a call under a deadline; its settlers are set with its promise (see ResilientStore.guard). */
-function guarded(
-  recover: Guarded['recover'],
-  calls: readonly RateLimitCall[],
-  mode: DecisionMode,
-  key: string | undefined,
-  shard: string | undefined,
-  seen: AnswerWatcher | undefined,
-): Guarded {
-  return { resolve: settleLater, reject: settleLater, recover, calls, mode, key, shard, seen };
-}
-
-/** Placeholder of a {@link Guarded} call's settlers until its promise's executor (run at once) sets them. */
-function settleLater(): void {}
-
-/** The context of a call no fallback answers (an operator call, a ping): its caller gets the failure. */
-function unrecovered(): Guarded {
-  return guarded(undefined, [], 'consume', undefined, undefined, undefined);
-}
-
-/** Resolves `call` with its answer, told first to the layer above that watches it (which failing rejects it, as in a `then`). */
-function settle(call: Guarded, answer: unknown): void {
-  if (call.seen) {
-    try {
-      call.seen.seen(call.calls, answer as StoreDecision);
-    } catch (failure) {
-      return call.reject(failure);
-    }
-  }
-  call.resolve(answer);
 }

@@ -1,42 +1,10 @@
-import { LruMap } from '../shared/lru-map';
 import { decideSeen, StoreLayer, type AnswerWatcher } from './store-layer';
 import type { DecisionMode, RateLimitCall, RateLimitStore, StoreDecision, StoreVerdict } from '../stores/store.interface';
+import { HeldSlices, type Slice } from './held-slices';
 import { Verdict } from '../stores/verdicts';
 
 /** How long a slice is spent after the store granted it, ms; what is left then is given back. */
 export const SLICE_LIFETIME_MS = 1_000;
-/**
- * Keys holding a slice at most; beyond it the least recently used key gives its slice back. The keys are the
- * library's own short strings (long trackers are hashed), so the map stays small in bytes too.
- */
-const MAX_SLICED_KEYS = 10_000;
-/** How often slices past their lifetime are given back, ms. */
-const SWEEP_INTERVAL_MS = 250;
-
-/** Units taken from the store ahead of the requests that spend them. */
-interface Slice {
-  /** The call that took it (keys, algorithm, params), to give back what is left. */
-  call: RateLimitCall;
-  units: number;
-  /** The store's time of the grant, ms: the give-back names it, so no unit returns into a later window. */
-  grantedAtStore: number;
-  /** Local time the grant was asked for; the store's times are counted down from here, so never late. */
-  askedAt: number;
-  /** Local time after which the slice is not spent any more. */
-  expiresAt: number;
-  /** The store's verdict on the grant, which answers spent from the slice report (counted down). */
-  verdict: StoreVerdict;
-  /** Given back: units reserved in it and not spent go back to the store, not to a later slice. */
-  retired: boolean;
-}
-
-interface SlicedKey {
-  slice: Slice | undefined;
-  /** A grant in flight: other requests for the key wait for it instead of taking slices of their own. */
-  refilling: Promise<unknown> | undefined;
-  /** The store could not grant a whole slice: decide exactly until an answer shows room for one again. */
-  exact: boolean;
-}
 
 /**
  * What a decision does with one of its calls: send it to the store as it is, send it taking a whole slice
@@ -58,10 +26,8 @@ type Plan = 'store' | 'refill' | Slice;
  * slice is only ever taken from the store itself, never from a fallback's answer.
  */
 export class SlicingStore extends StoreLayer {
-  private readonly keys = new LruMap<SlicedKey>();
-  /** Give-backs in flight, which `close` waits for. */
-  private readonly givingBack = new Set<Promise<void>>();
-  private sweeper: NodeJS.Timeout | undefined;
+  /** The slices held here, per key, and their give-backs. */
+  private readonly slices: HeldSlices;
 
   /** @param clock local time in ms; only its differences are read (monotonic by default). */
   constructor(
@@ -69,6 +35,7 @@ export class SlicingStore extends StoreLayer {
     private readonly clock: () => number = () => performance.now(),
   ) {
     super(inner);
+    this.slices = new HeldSlices(inner, clock);
   }
 
   /** Spent from slices with no promise when every call can be; else whatever the inner store answers at once. */
@@ -110,7 +77,7 @@ export class SlicingStore extends StoreLayer {
       return take;
     });
     const answer = this.inner.decide(sent, 'consume');
-    const refilled = calls.filter((_, i) => takes[i] > 0).map((call) => this.entry(call.stateKey));
+    const refilled = calls.filter((_, i) => takes[i] > 0).map((call) => this.slices.entry(call.stateKey));
     for (const entry of refilled) entry.refilling = answer;
     try {
       const decision = await answer;
@@ -129,7 +96,7 @@ export class SlicingStore extends StoreLayer {
       // a key whose slice did not fit exact.
       if (!takes.some((take, i) => take > calls[i].cost)) return this.merged(calls, plans, takes, decision, askedAt);
       calls.forEach((call, i) => {
-        if (takes[i] > 0 && !decision.verdicts[at[i]].allowed) this.entry(call.stateKey).exact = true;
+        if (takes[i] > 0 && !decision.verdicts[at[i]].allowed) this.slices.entry(call.stateKey).exact = true;
       });
       return this.exactly(calls);
     } finally {
@@ -140,23 +107,20 @@ export class SlicingStore extends StoreLayer {
   /** A lockout this instance sets is seen at once: its slices of the keys are given back, so the next decision asks Redis. */
   override block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
     for (const call of calls) {
-      const entry = this.keys.get(call.stateKey);
-      if (entry) this.giveBack(entry);
+      const entry = this.slices.get(call.stateKey);
+      if (entry) this.slices.giveBack(entry);
     }
     return this.inner.block(calls, ms);
   }
 
   /** `reset`: a slice taken before it must not be spent after it (its units were charged before the reset). */
   override delete(keys: readonly string[]): Promise<void> {
-    for (const key of keys) this.keys.delete(key);
+    for (const key of keys) this.slices.delete(key);
     return this.inner.delete(keys);
   }
 
   override async close(): Promise<void> {
-    this.stopSweeping();
-    for (const [, entry] of this.keys) this.giveBack(entry);
-    this.keys.clear();
-    await Promise.all(this.givingBack);
+    await this.slices.close();
     await this.inner.close();
   }
 
@@ -172,8 +136,8 @@ export class SlicingStore extends StoreLayer {
         plans.push('store');
         continue;
       }
-      const entry = this.entry(call.stateKey);
-      if (entry.slice && (now >= entry.slice.expiresAt || !sameParams(entry.slice.call, call))) this.giveBack(entry);
+      const entry = this.slices.entry(call.stateKey);
+      if (entry.slice && (now >= entry.slice.expiresAt || !sameParams(entry.slice.call, call))) this.slices.giveBack(entry);
       if (entry.slice && entry.slice.units >= call.cost) {
         entry.slice.units -= call.cost;
         plans.push(entry.slice);
@@ -189,7 +153,7 @@ export class SlicingStore extends StoreLayer {
   /** A grant in flight on one of the keys of `calls`. */
   private refillOf(calls: readonly RateLimitCall[]): Promise<unknown> {
     for (const call of calls) {
-      const refilling = isSliced(call) ? this.keys.get(call.stateKey)?.refilling : undefined;
+      const refilling = isSliced(call) ? this.slices.get(call.stateKey)?.refilling : undefined;
       if (refilling) return refilling.catch(() => undefined);
     }
     return Promise.resolve();
@@ -200,7 +164,7 @@ export class SlicingStore extends StoreLayer {
     plans.forEach((plan, i) => {
       if (!isSlice(plan)) return;
       if (!plan.retired) plan.units += calls[i].cost;
-      else this.refundTo(plan, calls[i].cost);
+      else this.slices.refundTo(plan, calls[i].cost);
     });
   }
 
@@ -254,13 +218,13 @@ export class SlicingStore extends StoreLayer {
 
   /** A key decided exactly goes back to slices once the store says a whole one fits again. */
   private learn(call: RateLimitCall, verdict: StoreVerdict): void {
-    const entry = this.keys.get(call.stateKey);
+    const entry = this.slices.get(call.stateKey);
     if (entry?.exact && verdict.allowed && verdict.remaining >= (call.slice ?? 0)) entry.exact = false;
   }
 
   private granted(call: RateLimitCall, units: number, grantedAtStore: number, askedAt: number, verdict: StoreVerdict): Slice {
-    const entry = this.entry(call.stateKey);
-    this.giveBack(entry);
+    const entry = this.slices.entry(call.stateKey);
+    this.slices.giveBack(entry);
     // A fixed window's units count in the window of the grant only: spent before it ends (on this host's clock,
     // counted from before the store decided), never in the next one.
     const life = call.algorithm.name === 'fixed-window' ? Math.min(SLICE_LIFETIME_MS, verdict.resetMs) : SLICE_LIFETIME_MS;
@@ -268,62 +232,6 @@ export class SlicingStore extends StoreLayer {
     entry.slice = slice;
     entry.exact = false;
     return slice;
-  }
-
-  /** The key's entry, made (and the map kept in bounds, the sweep running) when new. */
-  private entry(key: string): SlicedKey {
-    let entry = this.keys.get(key, true);
-    if (entry) return entry;
-    entry = { slice: undefined, refilling: undefined, exact: false };
-    this.keys.set(key, entry);
-    if (this.keys.size > MAX_SLICED_KEYS) {
-      const oldest = this.keys.oldest()!;
-      this.giveBack(this.keys.get(oldest)!);
-      this.keys.delete(oldest);
-    }
-    this.startSweeping();
-    return entry;
-  }
-
-  /** Retires the key's slice and gives what is left of it back to the store. */
-  private giveBack(entry: SlicedKey): void {
-    const slice = entry.slice;
-    entry.slice = undefined;
-    if (!slice) return;
-    slice.retired = true;
-    if (slice.units > 0) this.refundTo(slice, slice.units);
-    slice.units = 0;
-  }
-
-  /** Gives `units` of `slice` back to the store (never thrown: an outage loses at most the slice). */
-  private refundTo(slice: Slice, units: number): void {
-    const call: RateLimitCall = { ...slice.call, cost: units, token: String(slice.grantedAtStore) };
-    const done: Promise<void> = this.inner
-      .refund([call])
-      .catch(() => undefined)
-      .finally(() => this.givingBack.delete(done));
-    this.givingBack.add(done);
-  }
-
-  private startSweeping(): void {
-    if (this.sweeper) return;
-    this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
-    this.sweeper.unref();
-  }
-
-  private stopSweeping(): void {
-    clearInterval(this.sweeper);
-    this.sweeper = undefined;
-  }
-
-  /** Gives back expired slices and drops keys with nothing left to remember. */
-  private sweep(): void {
-    const now = this.clock();
-    for (const [key, entry] of this.keys) {
-      if (entry.slice && now >= entry.slice.expiresAt) this.giveBack(entry);
-      if (!entry.slice && !entry.refilling && !entry.exact) this.keys.delete(key);
-    }
-    if (this.keys.size === 0) this.stopSweeping();
   }
 }
 

@@ -1,6 +1,19 @@
 import type { CompiledPolicy } from '../policy/compile-policy';
 import { StringMemo } from '../shared/string-memo';
-import type { AcquireTurn } from './waiters';
+import type { RateLimitDecision } from '../interfaces/decision.interface';
+import type { WaitPace } from './wait-outlook';
+
+/** One `acquire()` call: how to take its quota, and what to call it in messages. */
+export interface AcquireTurn {
+  /** The counter: calls with the same queue key wait in one queue. */
+  queueKey: string;
+  key: string;
+  policy: string;
+  cost: number;
+  pace: WaitPace;
+  /** One store decision that takes the quota when it allows; `giveBack` returns what it took. */
+  take(): Promise<{ decision: RateLimitDecision; giveBack(): Promise<void> }>;
+}
 
 /** Most keys whose turn one policy remembers: outbound keys (partners, tenants) are few. */
 const MAX_KEYS_PER_POLICY = 1_000;

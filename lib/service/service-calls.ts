@@ -4,7 +4,7 @@ import { RateLimitShutdownError } from '../errors/rate-limit-wait.error';
 import { serviceTracker } from '../http/tracker';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
-import { UnmatchedOverrides } from '../pipeline/override-sync';
+import { UnmatchedOverrides } from '../pipeline/override-copy';
 import { newTrackerKeys, type PolicyRequest, type RateLimitEngine, type TrackerKeys } from '../pipeline/rate-limit.engine';
 import { compilePolicy, cost as validCost, type CompiledPolicy } from '../policy/compile-policy';
 import { PolicyCache } from '../policy/policy-cache';

@@ -183,7 +183,7 @@ async function replay(
     } else last = await memory.decide(event.calls, event.kind);
   }
   // Test-only peek at the private map: the state is all that matters for what the store decides next.
-  const entries = (memory as unknown as { entries: LruMap<unknown> }).entries;
+  const { entries } = (memory as unknown as { keyspace: { entries: LruMap<unknown> } }).keyspace;
   const fingerprint = [...entries]
     .filter(([key]) => clock <= entries.getNode(key)!.expiresAt)
     .sort(([a], [b]) => (a < b ? -1 : 1))

@@ -61,7 +61,7 @@ describe.each(COUNTING)('reserve and settle on the memory store: %s', (algorithm
     await (await limiter.reserve(p, 'k', { cost: 1 })).settle(1_000_000);
     // 1 + 10 (not 1,000,000) units: the wait says so, and the state (a fixed window's count, the log's entries)
     expect(await limiter.peek(p, 'k')).toMatchObject({ allowed: false, retryAfterMs: WAIT_AFTER[algorithm][11] });
-    const [[, value]] = [...(store as unknown as { entries: Iterable<[string, unknown]> }).entries];
+    const [[, value]] = [...(store as unknown as { keyspace: { entries: Iterable<[string, unknown]> } }).keyspace.entries];
     if (algorithm === 'sliding-log') expect((value as number[]).length).toBe(11);
     if (algorithm === 'fixed-window') expect(value).toMatchObject({ n: 11 });
   });
@@ -93,7 +93,7 @@ describe('sliding-log memory under overdrafts', () => {
     const p = policy('sliding-log');
     const reservations = await Promise.all([1, 2, 3, 4, 5].map(() => limiter.reserve(p, 'k', { cost: 1 })));
     for (const r of reservations) await r.settle(1_000);
-    const [[, value]] = [...(store as unknown as { entries: Iterable<[string, unknown]> }).entries];
+    const [[, value]] = [...(store as unknown as { keyspace: { entries: Iterable<[string, unknown]> } }).keyspace.entries];
     // 5 + 5 × 10 units overdrawn, of which 20 entries are kept.
     expect((value as number[]).length).toBe(20);
     expect(await limiter.peek(p, 'k')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: W });

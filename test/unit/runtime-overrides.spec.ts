@@ -23,12 +23,12 @@ import { compilePolicy } from '../../lib/policy/compile-policy';
 import {
   MAX_OVERRIDES,
   MAX_TRACKER_PATTERN_LENGTH,
-  OverrideTable,
   overriddenParams,
   overrideField,
   overrideJson,
   parseStoredOverride,
 } from '../../lib/policy/runtime-overrides';
+import { OverrideTable } from '../../lib/policy/override-table';
 import { RateLimitTestClock, RateLimitTestingModule } from '../../lib/testing';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
 import type { OverrideKeys, OverrideRead, OverrideWrite, RateLimitStore } from '../../lib/stores/store.interface';

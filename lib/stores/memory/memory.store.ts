@@ -1,5 +1,4 @@
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
-import { LruMap, type LruNode } from '../../shared/lru-map';
 import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from '../lockouts';
 import type {
   DecisionMode,
@@ -14,6 +13,7 @@ import type {
   StoreVerdict,
 } from '../store.interface';
 import { Verdict } from '../verdicts';
+import { MemoryKeyspace } from './memory-keyspace';
 
 /** A source of time in milliseconds; tests inject a fake one. */
 export type RateLimitClock = () => number;
@@ -30,9 +30,6 @@ export interface MemoryStoreOptions {
   clock?: RateLimitClock;
 }
 
-/** Entries examined per write by the incremental sweep (no timer per key, no timer at all). */
-const SWEEP_BATCH = 8;
-
 /**
  * The in-process store: runs each algorithm's TypeScript twin with exactly the steps the Lua dispatcher
  * (`algorithms/decide.lua`) takes, so it decides as Redis would. One process only: instances do not share it.
@@ -44,9 +41,8 @@ export class MemoryStore implements RateLimitStore {
   private hasDenials = false;
   /** Set by the first lockout written (`blockFor`, `block()`): until then no decision reads a lockout key. */
   private hasLockouts = false;
-  /** Each key's value, and in its node its expiry (absolute ms; gone once `now > expiresAt`, as Redis expires keys). */
-  private readonly entries = new LruMap<unknown>();
-  private readonly maxKeys: number;
+  /** Each key's value and expiry, bounded by `maxKeys`. */
+  private readonly keyspace: MemoryKeyspace;
   /** The injected clock; undefined: `Date.now`, called as itself (through a field, the call is not inlined). */
   private readonly clock: RateLimitClock | undefined;
   /** The algorithm verdict of a single-policy decision waiting to be committed (no array per decision). */
@@ -59,13 +55,13 @@ export class MemoryStore implements RateLimitStore {
   private endingOverrides = 0;
 
   constructor(options: MemoryStoreOptions = {}) {
-    this.maxKeys = options.maxKeys ?? 100_000;
+    this.keyspace = new MemoryKeyspace(options.maxKeys ?? 100_000);
     this.clock = options.clock;
   }
 
   /** Number of keys held, for tests and metrics. */
   get size(): number {
-    return this.entries.size;
+    return this.keyspace.size;
   }
 
   /** The store's clock in whole ms: the time its decisions are made at (calendar windows are computed at it). */
@@ -96,7 +92,7 @@ export class MemoryStore implements RateLimitStore {
     if (mode === 'consume' && allowed) {
       for (let i = 0; i < calls.length; i++) {
         const charge = charges[i];
-        if (charge) this.writeState(calls[i].stateKey, calls[i].stateSlot, charge.next, charge.ttlMs, now);
+        if (charge) this.keyspace.writeState(calls[i].stateKey, calls[i].stateSlot, charge.next, charge.ttlMs, now);
       }
     } else this.reportUncharged(calls, verdicts, now);
     return { nowMs: now, allowed, verdicts };
@@ -118,7 +114,7 @@ export class MemoryStore implements RateLimitStore {
     const at = paramsAt(params, now);
     if (cost > (algorithm.usesBurst ? at.burst : at.limit)) return undefined;
     const v = this.verdict(state.key, state, algorithm, at, cost, '', now);
-    if (v.allowed) this.writeState(state.key, state, v.next, v.ttlMs, now);
+    if (v.allowed) this.keyspace.writeState(state.key, state, v.next, v.ttlMs, now);
     return v;
   }
 
@@ -129,8 +125,8 @@ export class MemoryStore implements RateLimitStore {
 
   /** Gives back `cost` units of `call` (a negative cost charges them: a penalty), as the algorithm's refund says. */
   private change(call: RateLimitCall, cost: number, now: number): void {
-    const refund = call.algorithm.refund(this.read(call.stateKey, now), paramsAt(call.params, now), cost, now, call.token);
-    if (refund) this.write(call.stateKey, refund.next, refund.ttlMs, now);
+    const refund = call.algorithm.refund(this.keyspace.read(call.stateKey, now), paramsAt(call.params, now), cost, now, call.token);
+    if (refund) this.keyspace.write(call.stateKey, refund.next, refund.ttlMs, now);
   }
 
   async penalize(calls: readonly RateLimitCall[]): Promise<StoreDecision> {
@@ -148,19 +144,19 @@ export class MemoryStore implements RateLimitStore {
     this.hasLockouts = true;
     for (const call of calls) {
       if (call.blockKey === call.denyKey) this.hasDenials = true;
-      const next = extendedLockout(this.read(call.blockKey, now) as LockoutValue | undefined, now, ms, call.escalate, call.token);
-      if (next) this.write(call.blockKey, next.value, next.ttlMs, now);
+      const next = extendedLockout(this.keyspace.read(call.blockKey, now) as LockoutValue | undefined, now, ms, call.escalate, call.token);
+      if (next) this.keyspace.write(call.blockKey, next.value, next.ttlMs, now);
     }
   }
 
   async delete(keys: readonly string[]): Promise<void> {
     for (const key of keys) {
-      this.entries.delete(key);
+      this.keyspace.delete(key);
     }
   }
 
   async close(): Promise<void> {
-    this.entries.clear();
+    this.keyspace.clear();
   }
 
   /** As the Redis store's override-write script: ended overrides dropped, then the write, then a new version. */
@@ -202,7 +198,7 @@ export class MemoryStore implements RateLimitStore {
   private denied(calls: readonly RateLimitCall[], now: number): StoreDecision | undefined {
     const denyKey = calls[0]?.denyKey;
     if (denyKey === undefined) return undefined;
-    const denial = this.read(denyKey, now, true) as LockoutValue | undefined;
+    const denial = this.keyspace.read(denyKey, now, true) as LockoutValue | undefined;
     if (denial === undefined || lockoutUntil(denial) <= now) return undefined;
     return deniedDecision(calls.length, lockoutUntil(denial) - now, now, lockoutNote(denial));
   }
@@ -215,7 +211,7 @@ export class MemoryStore implements RateLimitStore {
     charges: Array<AlgorithmVerdict<unknown> | undefined>,
     i: number,
   ): StoreVerdict {
-    const lockout = this.hasLockouts ? (this.read(call.blockKey, now) as LockoutValue | undefined) : undefined;
+    const lockout = this.hasLockouts ? (this.keyspace.read(call.blockKey, now) as LockoutValue | undefined) : undefined;
     const until = lockout === undefined ? undefined : lockoutUntil(lockout);
     if (until !== undefined && until > now) {
       const left = until - now;
@@ -240,7 +236,7 @@ export class MemoryStore implements RateLimitStore {
     if (!v.allowed && call.blockForMs > 0 && mode === 'consume') {
       const { lengthMs, value, ttlMs } = newLockout(call.blockForMs, call.escalate, lockout, now);
       this.hasLockouts = true;
-      this.write(call.blockKey, value, ttlMs, now);
+      this.keyspace.write(call.blockKey, value, ttlMs, now);
       verdict.retryAfterMs = Math.max(verdict.retryAfterMs, lengthMs);
       verdict.resetMs = Math.max(verdict.resetMs, lengthMs);
       verdict.moreQuotaMs = Math.max(verdict.moreQuotaMs, lengthMs);
@@ -260,8 +256,8 @@ export class MemoryStore implements RateLimitStore {
     token: string,
     now: number,
   ): AlgorithmVerdict<unknown> {
-    const v = algorithm.check(this.readState(key, slot, now), params, cost, now, token);
-    if (v.rewrite) this.writeState(key, slot, v.rewrite.next, v.rewrite.ttlMs, now);
+    const v = algorithm.check(this.keyspace.readState(key, slot, now), params, cost, now, token);
+    if (v.rewrite) this.keyspace.writeState(key, slot, v.rewrite.next, v.rewrite.ttlMs, now);
     return v;
   }
 
@@ -269,85 +265,10 @@ export class MemoryStore implements RateLimitStore {
   private reportUncharged(calls: readonly RateLimitCall[], verdicts: StoreVerdict[], now: number): void {
     calls.forEach((call, i) => {
       if (!verdicts[i].allowed) return;
-      const v = call.algorithm.check(this.read(call.stateKey, now), paramsAt(call.params, now), 0, now, call.token);
+      const v = call.algorithm.check(this.keyspace.read(call.stateKey, now), paramsAt(call.params, now), 0, now, call.token);
       verdicts[i] = { ...verdicts[i], remaining: v.remaining, resetMs: v.resetMs, delayMs: 0, moreQuotaMs: v.moreQuotaMs };
     });
   }
-
-  /** The live value under `key` (an expired one stays, see {@link readState}); `touch` marks it most recently used. */
-  private read(key: string, now: number, touch = false): unknown {
-    return liveValue(this.entries.getNode(key, touch), now);
-  }
-
-  /**
-   * The entry of state key `key`, made the most recently used: the one `slot` holds while that is still this
-   * store's, else looked up (and the slot filled), so a tracker's next decision makes no lookup.
-   */
-  private stateEntry(key: string, slot: StateSlot | undefined): LruNode<unknown> | undefined {
-    const held = slot?.entry as LruNode<unknown> | undefined;
-    if (held !== undefined && this.entries.holds(held)) {
-      this.entries.touch(held);
-      return held;
-    }
-    const entry = this.entries.getNode(key, true);
-    if (slot !== undefined && entry !== undefined) slot.entry = entry;
-    return entry;
-  }
-
-  /**
-   * The live state under `key` (see {@link stateEntry}). An expired entry stays, as Redis keeps an expired key
-   * until something removes it: the decision's write reuses it in place, and the sweep or `maxKeys` drops it
-   * otherwise. (A short-lived state, such as a bucket that refills within a millisecond, would else cost a
-   * delete and an insert on every decision.)
-   */
-  private readState(key: string, slot: StateSlot | undefined, now: number): unknown {
-    return liveValue(this.stateEntry(key, slot), now);
-  }
-
-  /** Stores the state under `key` for `ttlMs` (0 or no value = delete), through `slot` as {@link stateEntry}. */
-  private writeState(key: string, slot: StateSlot | undefined, value: unknown, ttlMs: number, now: number): void {
-    const held = slot?.entry as LruNode<unknown> | undefined;
-    const entry = this.write(key, value, ttlMs, now, held !== undefined && this.entries.holds(held) ? held : undefined);
-    if (slot !== undefined) slot.entry = entry;
-  }
-
-  /**
-   * Stores `value` for `ttlMs` (0 or no value = delete), most recently used last: in `entry` when it is the
-   * key's (found already), else looked up or added. Returns the key's entry, undefined once deleted.
-   */
-  private write(key: string, value: unknown, ttlMs: number, now: number, entry?: LruNode<unknown>): LruNode<unknown> | undefined {
-    if (value === undefined || ttlMs <= 0) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    if (entry) {
-      entry.value = value;
-      entry.expiresAt = now + ttlMs;
-      this.entries.touch(entry);
-      return entry;
-    }
-    // One lookup: set keeps a present key's entry, and only a new key grows the store.
-    const size = this.entries.size;
-    const node = this.entries.set(key, value, now + ttlMs);
-    if (this.entries.size > size) this.sweep(now);
-    return node;
-  }
-
-  /**
-   * Drops a few expired entries from the least recently used end, and evicts past `maxKeys`: on each new key,
-   * the only write that grows the store (an update in place leaves the cold end alone). Below a tenth of
-   * `maxKeys` nothing is swept: there an expired entry costs less kept for its key's next write than dropped
-   * and made again.
-   */
-  private sweep(now: number): void {
-    if (this.entries.size > this.maxKeys / 10) this.entries.pruneExpired(SWEEP_BATCH, now);
-    while (this.entries.size > this.maxKeys) this.entries.delete(this.entries.oldest()!);
-  }
-}
-
-/** The value of `entry` unless it has expired by `now` (as Redis expires keys: gone once `now > expiresAt`). */
-function liveValue(entry: LruNode<unknown> | undefined, now: number): unknown {
-  return entry === undefined || now > entry.expiresAt ? undefined : entry.value;
 }
 
 /**
