@@ -2,6 +2,7 @@ import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { GlideClientLike, NodeRedisClientLike } from './client-types';
 import type { RateLimitDecision } from './decision.interface';
 import type { RateLimitOverrideEvent } from './override.interface';
+import type { RateLimitCriticality } from './overload.interface';
 import type { ExecutionContext } from '@nestjs/common';
 import type { RateLimitPolicy, RateLimitSkipIf } from './policy.interface';
 
@@ -242,4 +243,12 @@ export interface RateLimitModuleOptions {
    * @default false
    */
   limitSubscriptions?: boolean;
+  /**
+   * The criticality of a call that has no `@RateLimitPriority` (the decorator wins where set): which share of
+   * a partitioned adaptive limit it draws on. Synchronous; called only on routes with an adaptive policy. A
+   * value other than the three criticalities counts as `'default'` (and is warned about, at most every 10 s).
+   * @default every call is 'default'
+   * @example priority: (ctx) => (ctx.switchToHttp().getRequest().headers['x-api-key']?.startsWith('test_') ? 'sheddable' : 'default')
+   */
+  priority?: (context: ExecutionContext) => RateLimitCriticality;
 }

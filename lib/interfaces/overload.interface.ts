@@ -1,3 +1,5 @@
+import type { RateLimitDecision } from './decision.interface';
+
 /**
  * How much a request matters when the app is short of capacity (Google SRE's criticality): `'sheddable'` is
  * refused first, then `'default'`; `'critical'` keeps its share of an adaptive limit and is never refused by
@@ -49,3 +51,23 @@ export interface RateLimitAdaptivePolicy {
 
 /** How a request admitted by an adaptive limit ended, as a measurement of the limit. */
 export type RateLimitAdaptiveOutcome = 'success' | 'dropped' | 'ignored';
+
+/**
+ * One unit of work admitted (or refused) by an adaptive limit through `RateLimiterService.admit`. Release it
+ * when the work ends: its duration is the limit's measurement.
+ * @example
+ * const admission = limiter.admit(exportsLimit, { priority: 'sheddable' });
+ * if (!admission.decision.allowed) throw new ServiceUnavailableException();
+ * try { await runExport(); admission.release(); } catch (e) { admission.release(isTimeout(e) ? 'dropped' : 'ignored'); throw e; }
+ */
+export interface RateLimitAdmission {
+  /** `allowed`, the limit, `remaining` (the limit less the work in flight) and, when refused, `retryAfterMs`. */
+  readonly decision: RateLimitDecision;
+  /**
+   * Frees the slot. `'success'` (the default) measures the time since admission, or `rttMs` when given (for
+   * work whose own timing is better known); `'dropped'` (a timeout, or a dependency refused it) also makes the
+   * limit back off; `'ignored'` (the work failed fast or was cancelled) measures nothing. Only the first call
+   * counts; on a refused admission it does nothing.
+   */
+  release(outcome?: RateLimitAdaptiveOutcome, rttMs?: number): void;
+}

@@ -30,6 +30,7 @@ const KNOWN_OPTIONS = new Set([
   'limitSubscriptions',
   'skipIf',
   'ignoreUserAgents',
+  'priority',
 ]);
 const CONTEXT_TYPES: readonly string[] = RATE_LIMIT_CONTEXT_TYPES;
 
@@ -118,6 +119,9 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
     throw fail(`errorMessage: ${describeValue(errorMessage)} must be a string or a function (context, decisions) => string.`);
   }
   oneOf('errorFormat', options.errorFormat, ['json', 'problem+json']);
+  if (options.priority !== undefined && typeof options.priority !== 'function') {
+    throw fail(`priority: ${describeValue(options.priority)} must be a function (context) => 'critical' | 'default' | 'sheddable'.`);
+  }
   if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
     throw fail(
       `redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a connected client: an ioredis Redis / Cluster, a node-redis client / cluster, or a Valkey GLIDE client.`,
