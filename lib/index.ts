@@ -50,6 +50,10 @@ export type {
   RateLimitAdaptiveStrategy,
   RateLimitAdaptiveOutcome,
   RateLimitAdmission,
+  RateLimitLoadSheddingOptions,
+  RateLimitSheddingLevel,
+  RateLimitSheddingEvent,
+  RateLimitPressure,
 } from './interfaces/overload.interface';
 export type {
   RateLimitOverride,

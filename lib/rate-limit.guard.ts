@@ -1,4 +1,4 @@
-import { Inject, Injectable, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Optional, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitContexts } from './contexts/create-context';
 import type { RateLimitContextAdapter } from './contexts/rate-limit-context';
 import { headerProfile } from './http/header-profiles';
@@ -8,7 +8,9 @@ import type { RateLimitModuleOptions } from './interfaces/module-options.interfa
 import { RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { CallCriticalities } from './overload/call-criticality';
-import { AdaptiveAdmission } from './routes/route-adaptive';
+import type { LoadShedder } from './overload/load-shedder';
+import { RateLimitLoadShedding } from './overload/rate-limit-load-shedding';
+import { AdaptiveAdmission, overloaded } from './routes/route-adaptive';
 import { decideRoute, routeTrackers, type RouteOutcome, type RouteTracker } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
@@ -19,6 +21,9 @@ import { UserFunctionDeadlines } from './routes/user-function-deadlines';
 import type { StringMemo } from './shared/string-memo';
 
 /** Re-exported for bench/http-app.ts, which answers the way the guard does. */
+
+/** The message of a call the load shedder refuses. */
+const SHED_MESSAGE = 'Service Unavailable: this instance is shedding load; retry later.';
 
 /** `userFunctionTimeoutMs`'s default. */
 const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;
@@ -49,12 +54,16 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly userFallbacks = new UserFallbackWarnings();
   /** Each call's criticality, for adaptive limits partitioned by it. */
   private readonly criticalities: CallCriticalities;
+  /** Option `loadShedding`'s shedder, when it is set. */
+  private readonly shedder: LoadShedder | undefined;
+  private readonly problemJson: boolean;
 
   constructor(
     private readonly routes: RateLimitRouteRegistry,
     private readonly engine: RateLimitEngine,
     holds: RateLimitHolds,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
+    @Optional() shedding?: RateLimitLoadShedding,
   ) {
     this.trackers = routeTrackers(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
@@ -64,6 +73,8 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.skips = new RouteSkips(options, this.deadlines);
     this.responder = new RouteResponder({ engine, holds, options, profile, deadlines: this.deadlines });
     this.criticalities = new CallCriticalities(options.priority);
+    this.shedder = shedding?.shedder;
+    this.problemJson = options.errorFormat === 'problem+json';
   }
 
   /**
@@ -73,6 +84,11 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
     const type = this.contexts.limited(context);
     if (!type) return true;
+    // Shedding refuses before anything else is looked at: a process under pressure spends nothing on the call.
+    if (this.shedder !== undefined && this.shedder.level !== 'none') {
+      const refused = this.shed(this.shedder, context, type);
+      if (refused !== undefined) return refused;
+    }
     const plan = this.routes.plan(context.getClass(), context.getHandler());
     if (!plan) return true;
     const caller = this.contexts.adapt(type, context);
@@ -104,6 +120,17 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     } catch (error) {
       return this.failed(admission, error);
     }
+  }
+
+  /** The 503 of a call the load shedder refuses at its criticality; `undefined` when it does not. */
+  private shed(
+    shedder: LoadShedder,
+    context: ExecutionContext,
+    type: NonNullable<ReturnType<RateLimitContexts['limited']>>,
+  ): Promise<never> | undefined {
+    if (!shedder.refuses(this.criticalities.of(context))) return undefined;
+    const refusal = { message: SHED_MESSAGE, retryAfter: shedder.retryAfterSeconds, decisions: [] };
+    return rejectSoon(overloaded(this.contexts.adapt(type, context), refusal, this.problemJson));
   }
 
   /** A policy function failed or the store threw: the call does not go ahead, so it measures nothing. */

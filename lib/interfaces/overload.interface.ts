@@ -71,3 +71,40 @@ export interface RateLimitAdmission {
    */
   release(outcome?: RateLimitAdaptiveOutcome, rttMs?: number): void;
 }
+
+/**
+ * Module option `loadShedding`: refuse calls while this process is under pressure, the least critical first.
+ * A signal is over its threshold when its reading of the last interval exceeds it; any signal over means
+ * pressure.
+ */
+export interface RateLimitLoadSheddingOptions {
+  /** The longest event-loop delay of an interval (`perf_hooks.monitorEventLoopDelay`), ms. @default 100 */
+  eventLoopDelayMs?: number;
+  /** Event-loop utilisation over an interval (`performance.eventLoopUtilization`), in (0, 1]. @default 0.98 */
+  eventLoopUtilization?: number;
+  /** `heapUsed / heap_size_limit`, in (0, 1]. @default not watched */
+  heapUsedRatio?: number;
+  /** How often the signals are read, and the shedder moves by at most one class. @default 1000 */
+  sampleIntervalMs?: number;
+}
+
+/**
+ * What the shedder refuses: nothing, `'sheddable'` calls, or `'sheddable'` and `'default'` calls. Never
+ * `'critical'` ones on pressure alone.
+ */
+export type RateLimitSheddingLevel = 'none' | 'sheddable' | 'default';
+
+/** The process signals of one interval, as the shedder read them. */
+export interface RateLimitPressure {
+  eventLoopDelayMs: number;
+  eventLoopUtilization: number;
+  heapUsedRatio: number;
+}
+
+/** A change of what the shedder refuses (the `shedding` hook and event). */
+export interface RateLimitSheddingEvent {
+  level: RateLimitSheddingLevel;
+  previous: RateLimitSheddingLevel;
+  /** The readings that moved it. */
+  pressure: RateLimitPressure;
+}

@@ -118,12 +118,35 @@ export class AdaptiveAdmission {
    * usual rejection carrying the same `retryAfter`.
    */
   refusal(call: RateLimitContextAdapter, problemJson: boolean): Error {
-    const retryAfter = Math.max(1, Math.ceil(this.retryAfterMs / 1000));
-    if (!(call instanceof HttpExchange)) return call.rejected({ message: OVERLOADED_MESSAGE, retryAfter, decisions: [...this.decisions] });
-    if (problemJson) return problemOverloaded(call, OVERLOADED_MESSAGE, retryAfter, this.decisions);
-    call.setHeader('Retry-After', String(retryAfter));
-    return new RateLimitOverloadedException(OVERLOADED_MESSAGE, retryAfter, this.decisions);
+    return overloaded(
+      call,
+      { message: OVERLOADED_MESSAGE, retryAfter: Math.max(1, Math.ceil(this.retryAfterMs / 1000)), decisions: this.decisions },
+      problemJson,
+    );
   }
+}
+
+/** What an overload refusal says: its message, its `Retry-After` seconds and the decisions behind it. */
+export interface OverloadRefusal {
+  message: string;
+  retryAfter: number;
+  decisions: readonly RateLimitDecision[];
+}
+
+/**
+ * The 503 of a call refused for overload (an adaptive limit, the load shedder): over HTTP with `Retry-After`,
+ * as problem details of type `temporary-reduced-capacity` with `problemJson`; GraphQL, WebSocket and RPC
+ * calls get their context's usual rejection carrying the same `retryAfter`.
+ */
+export function overloaded(
+  call: RateLimitContextAdapter,
+  { message, retryAfter, decisions }: OverloadRefusal,
+  problemJson: boolean,
+): Error {
+  if (!(call instanceof HttpExchange)) return call.rejected({ message, retryAfter, decisions: [...decisions] });
+  if (problemJson) return problemOverloaded(call, message, retryAfter, decisions);
+  call.setHeader('Retry-After', String(retryAfter));
+  return new RateLimitOverloadedException(message, retryAfter, decisions);
 }
 
 /** A refused request's wait: about one request's RTT, when a slot should be free again. */
