@@ -44,6 +44,18 @@ export type {
 } from './interfaces/policy.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
 export type {
+  RateLimitCriticality,
+  RateLimitAdaptivePolicy,
+  RateLimitAdaptiveOptions,
+  RateLimitAdaptiveStrategy,
+  RateLimitAdaptiveOutcome,
+  RateLimitAdmission,
+  RateLimitLoadSheddingOptions,
+  RateLimitSheddingLevel,
+  RateLimitSheddingEvent,
+  RateLimitPressure,
+} from './interfaces/overload.interface';
+export type {
   RateLimitOverride,
   RateLimitOverrideOptions,
   RateLimitOverrideEntry,
@@ -56,8 +68,10 @@ export { clientIpKey } from './http/client-ip';
 export {
   RateLimit,
   SkipRateLimit,
+  RateLimitPriority,
   RateLimitPolicies,
   RateLimitSkip,
+  RateLimitPriorities,
   type RateLimitMetadata,
   type RateLimitMetadataDecorator,
 } from './rate-limit.decorator';
@@ -88,12 +102,17 @@ export {
   GraphqlRateLimitExceededException,
   RateLimitExceededProblemException,
   RateLimitStoreUnavailableProblemException,
+  RateLimitOverloadedException,
+  RateLimitOverloadedProblemException,
   RATE_LIMIT_QUOTA_EXCEEDED_TYPE,
+  RATE_LIMIT_TEMPORARY_REDUCED_CAPACITY_TYPE,
   PROBLEM_JSON_CONTENT_TYPE,
   type RateLimitExceededBody,
   type RateLimitGraphqlErrorExtensions,
   type RateLimitProblemDetails,
   type RateLimitStoreUnavailableProblemDetails,
+  type RateLimitOverloadedBody,
+  type RateLimitOverloadedProblemDetails,
 } from './rate-limit.exception';
 export type { RateLimitWsErrorPayload } from './contexts/ws.context';
 export type { RateLimitRpcErrorPayload } from './contexts/rpc.context';

@@ -7,13 +7,14 @@ import type {
   RateLimitPolicy,
   RateLimitPolicyOverride,
 } from './interfaces/policy.interface';
+import type { RateLimitAdaptivePolicy, RateLimitCriticality } from './interfaces/overload.interface';
 
 /**
  * What `@RateLimit` stores on a class or a handler: the policies as written (complete ones, and overrides of
  * inherited ones), validated at bootstrap.
  */
 export interface RateLimitMetadata {
-  policies: Array<RateLimitPolicy | RateLimitPolicyOverride>;
+  policies: Array<RateLimitPolicy | RateLimitPolicyOverride | RateLimitAdaptivePolicy>;
 }
 
 /**
@@ -54,9 +55,14 @@ export const RateLimitSkip = metadataDecorator<true | readonly string[]>('nestjs
  * @example @RateLimit({ algorithm: 'sliding-window', limit: 100, window: '1m' })
  * @example @RateLimit([{ name: 'burst', algorithm: 'token-bucket', limit: 10, window: '1s' }, { name: 'daily', algorithm: 'fixed-window', limit: 10_000, window: '1d' }])
  * @example @RateLimit({ name: 'burst', limit: 20 }) // the inherited 'burst' with limit 20; 'daily' still applies
+ * @example @RateLimit({ algorithm: 'adaptive', limit: 200 }) // at most 200 in flight, fewer as latency grows (503 beyond)
  */
 export function RateLimit(
-  policy: RateLimitPolicy | RateLimitPolicyOverride | ReadonlyArray<RateLimitPolicy | RateLimitPolicyOverride>,
+  policy:
+    | RateLimitPolicy
+    | RateLimitPolicyOverride
+    | RateLimitAdaptivePolicy
+    | ReadonlyArray<RateLimitPolicy | RateLimitPolicyOverride | RateLimitAdaptivePolicy>,
 ): ClassDecorator & MethodDecorator;
 /**
  * Positional shorthand: `@RateLimit('sliding-window', 100, '1m')`, with any other policy field in `extra`.
@@ -70,7 +76,12 @@ export function RateLimit(
   extra?: Partial<RateLimitPolicy>,
 ): ClassDecorator & MethodDecorator;
 export function RateLimit(
-  first: RateLimitPolicy | RateLimitPolicyOverride | ReadonlyArray<RateLimitPolicy | RateLimitPolicyOverride> | RateLimitAlgorithmName,
+  first:
+    | RateLimitPolicy
+    | RateLimitPolicyOverride
+    | RateLimitAdaptivePolicy
+    | ReadonlyArray<RateLimitPolicy | RateLimitPolicyOverride | RateLimitAdaptivePolicy>
+    | RateLimitAlgorithmName,
   limit?: ContextValue<number>,
   window?: ContextValue<Duration | CalendarWindow>,
   extra?: Partial<RateLimitPolicy>,
@@ -78,7 +89,7 @@ export function RateLimit(
   const policies =
     typeof first === 'string'
       ? [{ ...extra, algorithm: first, limit, window } as RateLimitPolicy]
-      : ([] as Array<RateLimitPolicy | RateLimitPolicyOverride>).concat(first);
+      : ([] as RateLimitMetadata['policies']).concat(first);
   return RateLimitPolicies({ policies });
 }
 
@@ -97,4 +108,23 @@ export function SkipRateLimit(...policies: string[]): ClassDecorator & MethodDec
     }
   }
   return RateLimitSkip(policies.length === 0 ? true : policies);
+}
+
+/**
+ * Low-level metadata decorator behind {@link RateLimitPriority}; read it with
+ * `Reflector#get(RateLimitPriorities.KEY, target)`.
+ */
+export const RateLimitPriorities = metadataDecorator<RateLimitCriticality>('nestjs-redis-ratelimit:priority');
+
+/**
+ * The criticality of a handler's calls, or of every handler of a controller (the handler's wins): which share
+ * of a partitioned adaptive limit they draw on. Wins over the module's `priority` function.
+ * @default 'default'
+ * @example @RateLimitPriority('critical') @Post('checkout') checkout() {}
+ */
+export function RateLimitPriority(criticality: RateLimitCriticality): ClassDecorator & MethodDecorator {
+  if (criticality !== 'critical' && criticality !== 'default' && criticality !== 'sheddable') {
+    throw new TypeError(`@RateLimitPriority(): ${JSON.stringify(criticality)} must be 'critical', 'default' or 'sheddable'.`);
+  }
+  return RateLimitPriorities(criticality);
 }

@@ -163,3 +163,78 @@ export class RateLimitStoreUnavailableProblemException extends RateLimitStoreUna
     return body;
   }
 }
+
+/** JSON body of a 503 from an adaptive limit: the instance is at its capacity for now. */
+export interface RateLimitOverloadedBody {
+  statusCode: 503;
+  message: string;
+  error: 'Service Unavailable';
+  /** Whole seconds after which a retry may find a free slot (the `Retry-After` value). */
+  retryAfter: number;
+}
+
+/**
+ * Thrown by {@link RateLimitGuard} when an adaptive limit (`algorithm: 'adaptive'`) refuses a request: HTTP
+ * 503 with `Retry-After`, as it is this instance's capacity, not the client's quota, that is exhausted (a
+ * plain rate limit keeps its 429). `decisions` holds the adaptive policies' decisions.
+ */
+export class RateLimitOverloadedException extends HttpException {
+  /** Seconds after which a retry may find a free slot. */
+  readonly retryAfter: number;
+  /** The decisions of the route's adaptive policies. */
+  readonly decisions: readonly RateLimitDecision[];
+
+  constructor(message: string, retryAfter: number, decisions: readonly RateLimitDecision[] = []) {
+    const body = (new.target as typeof RateLimitOverloadedException).responseBody(message, retryAfter, decisions);
+    // Like a 429, an expected answer under load: no stack trace to capture.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    try {
+      super(body, HttpStatus.SERVICE_UNAVAILABLE);
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit;
+    }
+    this.retryAfter = retryAfter;
+    this.decisions = decisions;
+  }
+
+  /** What `getResponse()` returns (the JSON body of the 503); a subclass may answer with another. */
+  protected static responseBody(message: string, retryAfter: number, _decisions: readonly RateLimitDecision[]): object {
+    const body: RateLimitOverloadedBody = { statusCode: HttpStatus.SERVICE_UNAVAILABLE, message, error: 'Service Unavailable', retryAfter };
+    return body;
+  }
+}
+
+/**
+ * The problem type of draft-ietf-httpapi-ratelimit-headers for a request refused because the server's capacity
+ * is temporarily reduced (its "Problem Types" section; recommended status 503).
+ */
+export const RATE_LIMIT_TEMPORARY_REDUCED_CAPACITY_TYPE = 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity';
+
+/** The 503 body of an adaptive limit's refusal with `errorFormat: 'problem+json'` (RFC 9457). */
+export interface RateLimitOverloadedProblemDetails {
+  type: typeof RATE_LIMIT_TEMPORARY_REDUCED_CAPACITY_TYPE;
+  /** The title the draft registers for the type. */
+  title: 'Temporary Reduced Capacity';
+  status: 503;
+  detail: string;
+  /** Names of the adaptive policies that refused the request. */
+  'violated-policies': string[];
+}
+
+/**
+ * The {@link RateLimitOverloadedException} of `errorFormat: 'problem+json'`: its `getResponse()` is
+ * {@link RateLimitOverloadedProblemDetails}, sent as `application/problem+json`.
+ */
+export class RateLimitOverloadedProblemException extends RateLimitOverloadedException {
+  protected static override responseBody(message: string, _retryAfter: number, decisions: readonly RateLimitDecision[]): object {
+    const body: RateLimitOverloadedProblemDetails = {
+      type: RATE_LIMIT_TEMPORARY_REDUCED_CAPACITY_TYPE,
+      title: 'Temporary Reduced Capacity',
+      status: HttpStatus.SERVICE_UNAVAILABLE,
+      detail: message,
+      'violated-policies': decisions.filter((d) => !d.allowed).map((d) => d.policy),
+    };
+    return body;
+  }
+}

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Optional, type CanActivate, type ExecutionContext, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitContexts } from './contexts/create-context';
 import type { RateLimitContextAdapter } from './contexts/rate-limit-context';
 import { headerProfile } from './http/header-profiles';
@@ -7,16 +7,23 @@ import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
-import { decideRoute, routeTrackers, type RouteTracker } from './routes/decide-route';
+import { CallCriticalities } from './overload/call-criticality';
+import type { LoadShedder } from './overload/load-shedder';
+import { RateLimitLoadShedding } from './overload/rate-limit-load-shedding';
+import { AdaptiveAdmission, overloaded } from './routes/route-adaptive';
+import { decideRoute, routeTrackers, type RouteOutcome, type RouteTracker } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
-import { RouteResponder } from './routes/route-responder';
+import { rejectSoon, RouteResponder } from './routes/route-responder';
 import { RouteSkips } from './routes/route-skips';
 import { UserFallbackWarnings } from './routes/user-fallback-warnings';
 import { UserFunctionDeadlines } from './routes/user-function-deadlines';
 import type { StringMemo } from './shared/string-memo';
 
 /** Re-exported for bench/http-app.ts, which answers the way the guard does. */
+
+/** The message of a call the load shedder refuses. */
+const SHED_MESSAGE = 'Service Unavailable: this instance is shedding load; retry later.';
 
 /** `userFunctionTimeoutMs`'s default. */
 const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;
@@ -45,12 +52,18 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly responder: RouteResponder;
   /** Warns once per route about `by: 'user'` calls that came without a user (limited per IP). */
   private readonly userFallbacks = new UserFallbackWarnings();
+  /** Each call's criticality, for adaptive limits partitioned by it. */
+  private readonly criticalities: CallCriticalities;
+  /** Option `loadShedding`'s shedder, when it is set. */
+  private readonly shedder: LoadShedder | undefined;
+  private readonly problemJson: boolean;
 
   constructor(
     private readonly routes: RateLimitRouteRegistry,
     private readonly engine: RateLimitEngine,
     holds: RateLimitHolds,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
+    @Optional() shedding?: RateLimitLoadShedding,
   ) {
     this.trackers = routeTrackers(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
@@ -59,6 +72,9 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.deadlines = new UserFunctionDeadlines(options.userFunctionTimeoutMs ?? DEFAULT_USER_FUNCTION_TIMEOUT_MS);
     this.skips = new RouteSkips(options, this.deadlines);
     this.responder = new RouteResponder({ engine, holds, options, profile, deadlines: this.deadlines });
+    this.criticalities = new CallCriticalities(options.priority);
+    this.shedder = shedding?.shedder;
+    this.problemJson = options.errorFormat === 'problem+json';
   }
 
   /**
@@ -68,6 +84,11 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   canActivate(context: ExecutionContext): boolean | Promise<boolean> {
     const type = this.contexts.limited(context);
     if (!type) return true;
+    // Shedding refuses before anything else is looked at: a process under pressure spends nothing on the call.
+    if (this.shedder !== undefined && this.shedder.level !== 'none') {
+      const refused = this.shed(this.shedder, context, type);
+      if (refused !== undefined) return refused;
+    }
     const plan = this.routes.plan(context.getClass(), context.getHandler());
     if (!plan) return true;
     const caller = this.contexts.adapt(type, context);
@@ -83,8 +104,48 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.responder.close();
   }
 
-  /** Decides the call against `plan` and answers it. */
+  /**
+   * Decides the call against `plan` and answers it. Adaptive limits decide first, in-process (a refusal costs
+   * no store call), and only for calls whose end is heard: a WebSocket or RPC call would hold its slot for good.
+   */
   private decide(context: ExecutionContext, caller: RateLimitContextAdapter, plan: RoutePlan): boolean | Promise<boolean> {
+    if (plan.adaptive === undefined || !caller.hearsEnd)
+      return plan.policies.length === 0 || this.decideStore(context, caller, plan, undefined);
+    const admission = AdaptiveAdmission.admit(plan.adaptive, this.criticalities.of(context));
+    if (!admission.admitted) return rejectSoon(this.responder.refuse(caller, admission));
+    if (plan.policies.length === 0) return this.responder.respond(context, caller, plan, admittedOnly(admission));
+    try {
+      const answer = this.decideStore(context, caller, plan, admission);
+      return answer instanceof Promise ? answer.catch((error: unknown) => this.failed(admission, error)) : answer;
+    } catch (error) {
+      return this.failed(admission, error);
+    }
+  }
+
+  /** The 503 of a call the load shedder refuses at its criticality; `undefined` when it does not. */
+  private shed(
+    shedder: LoadShedder,
+    context: ExecutionContext,
+    type: NonNullable<ReturnType<RateLimitContexts['limited']>>,
+  ): Promise<never> | undefined {
+    if (!shedder.refuses(this.criticalities.of(context))) return undefined;
+    const refusal = { message: SHED_MESSAGE, retryAfter: shedder.retryAfterSeconds, decisions: [] };
+    return rejectSoon(overloaded(this.contexts.adapt(type, context), refusal, this.problemJson));
+  }
+
+  /** A policy function failed or the store threw: the call does not go ahead, so it measures nothing. */
+  private failed(admission: AdaptiveAdmission, error: unknown): never {
+    admission.cancel();
+    throw error;
+  }
+
+  /** Decides the store's policies of `plan` and answers the call, with `admission`'s part when it has one. */
+  private decideStore(
+    context: ExecutionContext,
+    caller: RateLimitContextAdapter,
+    plan: RoutePlan,
+    admission: AdaptiveAdmission | undefined,
+  ): boolean | Promise<boolean> {
     const outcome = decideRoute({
       plan,
       context,
@@ -95,7 +156,17 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
       deadlines: this.deadlines,
       userFallbacks: this.userFallbacks,
     });
-    if (outcome instanceof Promise) return outcome.then((o) => this.responder.respond(context, caller, plan, o));
-    return this.responder.respond(context, caller, plan, outcome);
+    if (outcome instanceof Promise) return outcome.then((o) => this.responder.respond(context, caller, plan, withAdmission(o, admission)));
+    return this.responder.respond(context, caller, plan, withAdmission(outcome, admission));
   }
+}
+
+/** The outcome of a route whose only policies are adaptive ones, all admitting the call. */
+function admittedOnly(admission: AdaptiveAdmission): RouteOutcome {
+  return { allowed: true, decisions: [], calls: [], policyHeader: '', trackers: '', nowMs: 0, admission };
+}
+
+function withAdmission(outcome: RouteOutcome, admission: AdaptiveAdmission | undefined): RouteOutcome {
+  if (admission !== undefined) outcome.admission = admission;
+  return outcome;
 }

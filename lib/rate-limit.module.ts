@@ -3,6 +3,7 @@ import { APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { ALGORITHM_CLASSES, type RateLimitAlgorithm } from './algorithms';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitEvents } from './events/rate-limit-events';
+import { RateLimitLoadShedding } from './overload/rate-limit-load-shedding';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitHolds } from './http/request-holds';
 import { RateLimitEngine } from './pipeline/rate-limit.engine';
@@ -87,6 +88,8 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
     // Before Nest builds its routes: lease routes get the interceptor that sees their handler settle.
     RateLimitLeaseRoutes,
     RateLimitHolds,
+    // Option `loadShedding`: samples the process on a timer from bootstrap to shutdown (nothing without it).
+    RateLimitLoadShedding,
     RateLimitGuard,
     {
       // A factory, so `registerGuard: false` is honoured for forRootAsync too, where options come late.
@@ -107,6 +110,7 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
     RateLimitAlgorithmRegistry,
     RateLimitRouteRegistry,
     RateLimitHolds,
+    RateLimitLoadShedding,
     RateLimitGuard,
   ],
 })

@@ -18,6 +18,8 @@ import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './pipe
 import { RateLimitAdmin } from './rate-limit-admin.service';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { RateLimitOutbound } from './rate-limit-outbound.service';
+import type { RateLimitAdaptivePolicy, RateLimitAdmission, RateLimitCriticality } from './interfaces/overload.interface';
+import { AdaptiveAdmissions } from './service/adaptive-admissions';
 import { leaseOf } from './service/lease';
 import type { PartnerResponse } from './service/partner-response';
 import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
@@ -47,6 +49,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   private readonly calls: ServiceCalls;
   private readonly admin: RateLimitAdmin;
   private readonly outbound: RateLimitOutbound;
+  private readonly adaptive = new AdaptiveAdmissions();
 
   /**
    * Built by the module, which shares its {@link ServiceCalls}, {@link RateLimitAdmin} and
@@ -163,6 +166,16 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     const { decisions, calls } = await this.calls.engine.decide(this.calls.trackerKeys(key), [request], 'consume');
     this.calls.assertOpen();
     return leaseOf(this.calls.engine, request.compiled, decisions[0], calls, () => this.calls.assertOpen());
+  }
+
+  /**
+   * Admits one unit of work that is not a route to the adaptive limit `policy` (`algorithm: 'adaptive'`): a
+   * limit on such work in flight in this process, one per policy name, that follows the work's measured
+   * latency. Synchronous, no store involved. Release the admission when the work ends.
+   * @example const a = limiter.admit({ algorithm: 'adaptive', name: 'pdf', limit: 16 }); if (a.decision.allowed) try { await render(); } finally { a.release(); }
+   */
+  admit(policy: RateLimitAdaptivePolicy, options: { priority?: RateLimitCriticality } = {}): RateLimitAdmission {
+    return this.adaptive.admit(policy, options.priority);
   }
 
   /** As `RateLimitAdmin.setOverride`: changes `policy`'s numbers for `tracker` on every instance, at runtime. */

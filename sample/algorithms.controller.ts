@@ -48,4 +48,15 @@ export class AlgorithmsController {
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     return { algorithm: 'concurrency' };
   }
+
+  /**
+   * An adaptive limit on the requests in flight in this process, following their latency: each takes 2 s,
+   * so a burst of 20 at once finds 10 slots (the initial limit) and gets 503 with Retry-After for the rest.
+   */
+  @Get('adaptive')
+  @RateLimit({ algorithm: 'adaptive', limit: 100, adaptive: { strategy: 'gradient', min: 5, initial: 10 } })
+  async adaptive() {
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    return { algorithm: 'adaptive' };
+  }
 }

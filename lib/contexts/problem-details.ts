@@ -1,7 +1,9 @@
 import type { RateLimitRejection } from './rate-limit-context';
+import type { RateLimitDecision } from '../interfaces/decision.interface';
 import {
   PROBLEM_JSON_CONTENT_TYPE,
   RateLimitExceededProblemException,
+  RateLimitOverloadedProblemException,
   RateLimitStoreUnavailableProblemException,
 } from '../rate-limit.exception';
 import type { HttpExchange } from '../http/http-exchange';
@@ -22,4 +24,16 @@ export function problemRejection(exchange: HttpExchange, { message, retryAfter, 
 export function problemUnavailable(exchange: HttpExchange): Error {
   exchange.setHeader('Content-Type', PROBLEM_JSON_CONTENT_TYPE);
   return new RateLimitStoreUnavailableProblemException();
+}
+
+/** The 503 of a controller call refused by an adaptive limit, as problem details of type `temporary-reduced-capacity`. */
+export function problemOverloaded(
+  exchange: HttpExchange,
+  message: string,
+  retryAfter: number,
+  decisions: readonly RateLimitDecision[],
+): Error {
+  exchange.setHeader('Retry-After', String(retryAfter));
+  exchange.setHeader('Content-Type', PROBLEM_JSON_CONTENT_TYPE);
+  return new RateLimitOverloadedProblemException(message, retryAfter, decisions);
 }

@@ -21,6 +21,7 @@ export class RateLimitEventEmitterBridge implements OnModuleInit, OnModuleDestro
       nearLimit: (decision) => this.emitter.emit(RATE_LIMIT_EVENTS.nearLimit, decision),
       storeError: (error) => this.emitter.emit(RATE_LIMIT_EVENTS.storeError, error),
       override: (event) => this.emitter.emit(RATE_LIMIT_EVENTS.override, event),
+      shedding: (event) => this.emitter.emit(RATE_LIMIT_EVENTS.shedding, event),
     });
   }
 

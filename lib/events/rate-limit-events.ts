@@ -1,6 +1,7 @@
 import { IntervalWarning } from '../shared/interval-warning';
 import type { RateLimitHooks } from '../interfaces/module-options.interface';
 import type { RateLimitOverrideEvent } from '../interfaces/override.interface';
+import type { RateLimitSheddingEvent } from '../interfaces/overload.interface';
 
 /**
  * Names under which `RateLimitEventEmitterModule` (`nestjs-redis-ratelimit/event-emitter`) re-emits the
@@ -24,6 +25,11 @@ export const RATE_LIMIT_EVENTS = {
    * ({@link RateLimitOverrideEvent}; see {@link RateLimitHooks.override}).
    */
   override: 'rate-limit.override',
+  /**
+   * Each change of what the load shedder (`loadShedding`) refuses ({@link RateLimitSheddingEvent}; see
+   * {@link RateLimitHooks.shedding}).
+   */
+  shedding: 'rate-limit.shedding',
 } as const;
 
 /**
@@ -55,6 +61,8 @@ export class RateLimitEvents {
   private readonly publishNearLimit: NonNullable<RateLimitHooks['nearLimit']> = (decision) => this.publish('nearLimit', decision);
   private readonly publishOverride: NonNullable<RateLimitHooks['override']> = (event: RateLimitOverrideEvent) =>
     this.publish('override', event);
+  private readonly publishShedding: NonNullable<RateLimitHooks['shedding']> = (event: RateLimitSheddingEvent) =>
+    this.publish('shedding', event);
 
   /** @param optionHooks the module's `hooks` option, called before any subscriber. */
   constructor(optionHooks?: RateLimitHooks) {
@@ -64,8 +72,8 @@ export class RateLimitEvents {
 
   /**
    * Calls `listener.decision` for every decision, `listener.nearLimit` for every near-limit policy decision,
-   * `listener.storeError` for every store error and `listener.override` for every runtime override change
-   * applied, until the returned function is called. Keep listeners cheap: they run on the request path.
+   * `listener.storeError` for every store error, `listener.override` for every runtime override change
+   * applied and `listener.shedding` for every change of the load shedder's level, until the returned function is called. Keep listeners cheap: they run on the request path.
    */
   subscribe(listener: RateLimitHooks): () => void {
     this.listeners = [...this.listeners, listener];
@@ -81,6 +89,7 @@ export class RateLimitEvents {
     this.hooks.decision = this.listeners.some((l) => l.decision) ? this.publishDecision : undefined;
     this.hooks.nearLimit = this.listeners.some((l) => l.nearLimit) ? this.publishNearLimit : undefined;
     this.hooks.override = this.listeners.some((l) => l.override) ? this.publishOverride : undefined;
+    this.hooks.shedding = this.listeners.some((l) => l.shedding) ? this.publishShedding : undefined;
   }
 
   private publish<K extends keyof RateLimitHooks>(kind: K, payload: Parameters<Required<RateLimitHooks>[K]>[0]): void {

@@ -2,6 +2,7 @@ import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { GlideClientLike, NodeRedisClientLike } from './client-types';
 import type { RateLimitDecision } from './decision.interface';
 import type { RateLimitOverrideEvent } from './override.interface';
+import type { RateLimitCriticality, RateLimitLoadSheddingOptions, RateLimitSheddingEvent } from './overload.interface';
 import type { ExecutionContext } from '@nestjs/common';
 import type { RateLimitPolicy, RateLimitSkipIf } from './policy.interface';
 
@@ -55,6 +56,8 @@ export interface RateLimitHooks {
    * removed or expired. An administrative event, never one per request.
    */
   override?: (event: RateLimitOverrideEvent) => void;
+  /** Each change of what the load shedder (`loadShedding`) refuses; at most one per sample interval. */
+  shedding?: (event: RateLimitSheddingEvent) => void;
 }
 
 /** What {@link RateLimitHooks.decision} receives. */
@@ -246,4 +249,20 @@ export interface RateLimitModuleOptions {
    * @default false
    */
   limitSubscriptions?: boolean;
+  /**
+   * The criticality of a call that has no `@RateLimitPriority` (the decorator wins where set): which share of
+   * a partitioned adaptive limit it draws on. Synchronous; called only on routes with an adaptive policy. A
+   * value other than the three criticalities counts as `'default'` (and is warned about, at most every 10 s).
+   * @default every call is 'default'
+   * @example priority: (ctx) => (ctx.switchToHttp().getRequest().headers['x-api-key']?.startsWith('test_') ? 'sheddable' : 'default')
+   */
+  priority?: (context: ExecutionContext) => RateLimitCriticality;
+  /**
+   * Refuse calls while this process is under pressure (event-loop delay, event-loop utilisation, and heap
+   * use when `heapUsedRatio` is set), `'sheddable'` ones first, then `'default'` ones, never `'critical'` ones:
+   * one class more per `sampleIntervalMs` under pressure, one class less per interval without. A refused call
+   * gets 503 with `Retry-After`, decided before any store call. Absent: no shedding on process pressure.
+   * @example loadShedding: { eventLoopDelayMs: 200, sampleIntervalMs: 500 }
+   */
+  loadShedding?: RateLimitLoadSheddingOptions;
 }

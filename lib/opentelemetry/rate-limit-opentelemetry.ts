@@ -1,5 +1,5 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
-import { metrics, trace, type Counter, type Histogram, type Span } from '@opentelemetry/api';
+import { metrics, trace, type Counter, type Histogram, type Span, type UpDownCounter } from '@opentelemetry/api';
 import { DECISION_DURATION_BUCKETS, policyOutcome, requestVerdict } from '../events/decision-telemetry';
 import { RateLimitEvents } from '../events/rate-limit-events';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
@@ -16,12 +16,16 @@ import {
   METRIC_RATELIMIT_DECISION_DURATION,
   METRIC_RATELIMIT_DECISIONS,
   METRIC_RATELIMIT_NEAR_LIMIT,
+  METRIC_RATELIMIT_SHEDDING_LEVEL,
   METRIC_RATELIMIT_STORE_ERRORS,
 } from './semantic-conventions';
+import type { RateLimitSheddingLevel } from '../interfaces/overload.interface';
 import { annotateDecision, annotateNearLimit } from './span-annotations';
 
 /** Default instrumentation scope: the package. */
 const DEFAULT_METER_NAME = 'nestjs-redis-ratelimit';
+/** A shedding level as the number the metrics report. */
+const SHEDDING_LEVELS: Readonly<Record<RateLimitSheddingLevel, number>> = { none: 0, sheddable: 1, default: 2 };
 
 /**
  * The rate limiter's OpenTelemetry signals, fed by {@link RateLimitEvents} (so they never add a store round
@@ -46,6 +50,8 @@ export class RateLimitOpenTelemetry implements OnModuleDestroy {
   readonly nearLimit: Counter;
   /** `ratelimit.store.errors`. */
   readonly storeErrors: Counter;
+  /** `ratelimit.shedding.level`: what the load shedder refuses, 0 (nothing) to 2 (`sheddable` and `default`). */
+  readonly sheddingLevel: UpDownCounter;
   private readonly spans: boolean;
   private readonly unsubscribe: () => void;
 
@@ -69,11 +75,16 @@ export class RateLimitOpenTelemetry implements OnModuleDestroy {
       description: 'Rate-limit store failures and missed deadlines.',
       unit: '{error}',
     });
+    this.sheddingLevel = meter.createUpDownCounter(METRIC_RATELIMIT_SHEDDING_LEVEL, {
+      description: "Classes of calls the load shedder refuses: 0 none, 1 'sheddable', 2 'sheddable' and 'default'.",
+      unit: '{class}',
+    });
     this.spans = options.spans ?? true;
     this.unsubscribe = events.subscribe({
       decision: (event) => this.record(event),
       nearLimit: (decision) => this.recordNearLimit(decision),
       storeError: (error) => this.storeErrors.add(1, { [ATTR_ERROR_TYPE]: error.name || 'Error' }),
+      shedding: ({ level, previous }) => this.sheddingLevel.add(SHEDDING_LEVELS[level] - SHEDDING_LEVELS[previous]),
     });
   }
 

@@ -13,6 +13,11 @@ export const METRIC_RATELIMIT_DECISION_DURATION = 'ratelimit.decision.duration';
 export const METRIC_RATELIMIT_NEAR_LIMIT = 'ratelimit.near_limit';
 /** Counter, `{error}`: store failures and missed deadlines; attribute `error.type`. */
 export const METRIC_RATELIMIT_STORE_ERRORS = 'ratelimit.store.errors';
+/**
+ * UpDownCounter, `{class}`: the classes the load shedder refuses (0 none, 1 `sheddable`, 2 `sheddable` and
+ * `default`); moves by one per change.
+ */
+export const METRIC_RATELIMIT_SHEDDING_LEVEL = 'ratelimit.shedding.level';
 
 /** The policy's `name`. */
 export const ATTR_RATELIMIT_POLICY = 'ratelimit.policy';

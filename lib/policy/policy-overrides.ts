@@ -81,6 +81,8 @@ function merge(base: RateLimitPolicy, override: Partial<RateLimitPolicy>): RateL
 /** Which of `algorithm`, `limit` and `window` `policy` lacks; none for a non-object, which compilePolicy reports. */
 function missingFields(policy: unknown): string[] {
   if (policy === null || typeof policy !== 'object') return [];
+  // An adaptive policy has no window: with its algorithm and limit, it is complete.
+  if ((policy as { algorithm?: unknown }).algorithm === 'adaptive' && (policy as { limit?: unknown }).limit !== undefined) return [];
   return COMPLETE_FIELDS.filter((field) => (policy as Record<string, unknown>)[field] === undefined);
 }
 

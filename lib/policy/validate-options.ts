@@ -30,6 +30,8 @@ const KNOWN_OPTIONS = new Set([
   'limitSubscriptions',
   'skipIf',
   'ignoreUserAgents',
+  'priority',
+  'loadShedding',
 ]);
 const CONTEXT_TYPES: readonly string[] = RATE_LIMIT_CONTEXT_TYPES;
 
@@ -118,6 +120,10 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
     throw fail(`errorMessage: ${describeValue(errorMessage)} must be a string or a function (context, decisions) => string.`);
   }
   oneOf('errorFormat', options.errorFormat, ['json', 'problem+json']);
+  validateLoadShedding(options.loadShedding, fail);
+  if (options.priority !== undefined && typeof options.priority !== 'function') {
+    throw fail(`priority: ${describeValue(options.priority)} must be a function (context) => 'critical' | 'default' | 'sheddable'.`);
+  }
   if (redis !== undefined && redis !== null && typeof redis !== 'string' && typeof redis !== 'object') {
     throw fail(
       `redis: ${describeValue(redis)} must be a redis:// URL, ioredis options, or a connected client: an ioredis Redis / Cluster, a node-redis client / cluster, or a Valkey GLIDE client.`,
@@ -136,5 +142,35 @@ export function validateModuleOptions(options: RateLimitModuleOptions): void {
     if (value !== undefined && !allowed.includes(value as string)) {
       throw fail(`${field}: ${describeValue(value)} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}.`);
     }
+  }
+}
+
+/** Checks `loadShedding`: thresholds above 0 (ratios at most 1) and an interval of whole ms ≥ 10. */
+function validateLoadShedding(shedding: RateLimitModuleOptions['loadShedding'], fail: (message: string) => Error): void {
+  if (shedding === undefined) return;
+  if (typeof shedding !== 'object' || shedding === null) {
+    throw fail(`loadShedding: ${describeValue(shedding)} must be an object such as { eventLoopDelayMs: 100 }.`);
+  }
+  const known = ['eventLoopDelayMs', 'eventLoopUtilization', 'heapUsedRatio', 'sampleIntervalMs'];
+  for (const key of Object.keys(shedding)) {
+    if (!known.includes(key)) throw fail(`loadShedding: unknown field '${key}'; known fields are ${known.join(', ')}.`);
+  }
+  const { eventLoopDelayMs, eventLoopUtilization, heapUsedRatio, sampleIntervalMs } = shedding;
+  if (
+    eventLoopDelayMs !== undefined &&
+    !(typeof eventLoopDelayMs === 'number' && eventLoopDelayMs > 0 && Number.isFinite(eventLoopDelayMs))
+  ) {
+    throw fail(`loadShedding.eventLoopDelayMs: ${describeValue(eventLoopDelayMs)} must be a number of ms above 0, for example 100.`);
+  }
+  for (const [field, value] of [
+    ['eventLoopUtilization', eventLoopUtilization],
+    ['heapUsedRatio', heapUsedRatio],
+  ] as const) {
+    if (value !== undefined && !(typeof value === 'number' && value > 0 && value <= 1)) {
+      throw fail(`loadShedding.${field}: ${describeValue(value)} must be a ratio in (0, 1], for example 0.9.`);
+    }
+  }
+  if (sampleIntervalMs !== undefined && !(Number.isInteger(sampleIntervalMs) && sampleIntervalMs >= 10)) {
+    throw fail(`loadShedding.sampleIntervalMs: ${describeValue(sampleIntervalMs)} must be a whole number of ms ≥ 10, for example 1000.`);
   }
 }

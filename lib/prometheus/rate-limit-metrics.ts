@@ -1,8 +1,9 @@
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Optional, type OnModuleDestroy } from '@nestjs/common';
 import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client';
 import { DECISION_DURATION_BUCKETS } from '../events/decision-telemetry';
 import { RateLimitEvents } from '../events/rate-limit-events';
 import type { RateLimitDecisionEvent } from '../interfaces/module-options.interface';
+import { RateLimitLoadShedding } from '../overload/rate-limit-load-shedding';
 import { RATE_LIMIT_STORE } from '../rate-limit.module-definition';
 import type { StoreTimings } from '../pipeline/store-deadlines';
 import type { RateLimitStore } from '../stores/store.interface';
@@ -78,6 +79,11 @@ export class RateLimitMetrics implements OnModuleDestroy {
    * process's own stalls, which no deadline counts; 0 on the memory store.
    */
   readonly eventLoopDelay: Gauge<'quantile'>;
+  /**
+   * `rate_limit_shedding_level`: what the load shedder refuses, 0 (nothing), 1 (`sheddable`) or 2 (`sheddable`
+   * and `default`); only with the module option `loadShedding`.
+   */
+  readonly sheddingLevel: Gauge<string> | undefined;
   private readonly registered: string[] = [];
   private readonly unsubscribe: () => void;
 
@@ -85,6 +91,7 @@ export class RateLimitMetrics implements OnModuleDestroy {
     events: RateLimitEvents,
     @Inject(RATE_LIMIT_PROMETHEUS_OPTIONS) options: RateLimitPrometheusOptions,
     @Inject(RATE_LIMIT_STORE) store: RateLimitStore,
+    @Optional() shedding?: RateLimitLoadShedding,
   ) {
     this.registry = options.registry ?? register;
     const prefix = options.prefix ?? 'rate_limit_';
@@ -126,11 +133,24 @@ export class RateLimitMetrics implements OnModuleDestroy {
       "This process's event-loop delay while rate-limit store calls were in flight (not counted by storeTimeoutMs).",
       () => timings()?.eventLoopDelayMs,
     );
+    this.sheddingLevel =
+      shedding?.shedder &&
+      (this.metric(
+        `${prefix}shedding_level`,
+        Gauge,
+        () =>
+          new Gauge({
+            name: `${prefix}shedding_level`,
+            help: "Classes of calls the load shedder refuses: 0 none, 1 'sheddable', 2 'sheddable' and 'default'.",
+            registers: [this.registry],
+          }),
+      ) as Gauge<string>);
     this.unsubscribe = events.subscribe({
       decision: (event) => this.record(event),
       nearLimit: ({ policy }) => this.nearLimit.inc({ policy }),
       storeError: () => this.storeErrors.inc(),
       override: ({ action }) => this.overrides.inc({ action }),
+      shedding: ({ level }) => this.sheddingLevel?.set(level === 'none' ? 0 : level === 'sheddable' ? 1 : 2),
     });
   }
 

@@ -13,6 +13,7 @@ import type { RateLimitCall } from '../stores/store.interface';
 import { UnmatchedOverrides } from '../pipeline/override-sync';
 import { trackerKeyPrefix } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
+import type { AdaptiveAdmission } from './route-adaptive';
 import type { RoutePlan, TrackerGroup } from './route-plan';
 import type { UserFallbackWarnings } from './user-fallback-warnings';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
@@ -61,6 +62,8 @@ export interface RouteOutcome {
   trackers: string | string[];
   /** The store's time each policy was decided at (ms); one number when they all were decided at once. */
   nowMs: number | number[];
+  /** The route's adaptive policies' part, which admitted the call (see AdaptiveAdmission); none on most routes. */
+  admission?: AdaptiveAdmission;
 }
 
 /** The tracker policy `i` of `outcome` was decided for. */

@@ -10,6 +10,8 @@ import { MAX_POLICIES_PER_DECISION, type RateLimitStore } from '../stores/store.
 import { assertCostFits, compilePolicy, cost as validCost, resolveParams, type CompiledPolicy } from '../policy/compile-policy';
 import { policyWhere } from '../policy/policy-overrides';
 import { overriddenParams, type OverrideNumbers } from '../policy/runtime-overrides';
+import { compileAdaptivePolicy, isAdaptivePolicy } from '../overload/adaptive-policy';
+import { RouteAdaptivePolicy } from './route-adaptive';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
 /** Most distinct dynamic policy shapes whose header member is remembered per policy. */
@@ -136,6 +138,11 @@ export interface RoutePlan {
   skippable: number[] | undefined;
   /** The plans of this route without some policies, by bit mask of the skipped indexes; built on first use. */
   variants: Map<number, RoutePlan | null> | undefined;
+  /**
+   * The route's adaptive policies (`algorithm: 'adaptive'`), decided in-process before the store is asked and
+   * settled when the call ends; not among {@link policies}, which the store decides.
+   */
+  adaptive: RouteAdaptivePolicy[] | undefined;
 }
 
 /**
@@ -193,18 +200,22 @@ export function buildRoutePlan(
       `${where}: ${policies.length} policies on one route; at most ${MAX_POLICIES_PER_DECISION} are decided together.`,
     );
   }
-  const planned = policies.map((policy, i) => {
+  const planned: PlannedPolicy[] = [];
+  const adaptive: RouteAdaptivePolicy[] = [];
+  policies.forEach((policy, i) => {
     const at = wheres?.[i] ?? policyWhere(where, i, policies.length);
+    if (isAdaptivePolicy(policy)) return void adaptive.push(new RouteAdaptivePolicy(compileAdaptivePolicy(policy, at)));
     const compiled = compilePolicy(policy, registry, at, scopeKey);
     assertCostFits(compiled, at);
-    return new PlannedPolicy(compiled, at);
+    planned.push(new PlannedPolicy(compiled, at));
   });
-  assertDistinctNames(planned, where);
-  if (!skip) return planOf(route, planned);
+  assertDistinctNames([...planned.map((p) => p.compiled.name), ...adaptive.map((a) => a.compiled.name)], where);
+  if (!skip) return planOf(route, planned, undefined, adaptive);
+  const names = [...planned.map(({ compiled }) => compiled.name), ...adaptive.map(({ compiled }) => compiled.name)];
   for (const name of skip.onHandler) {
-    if (!planned.some(({ compiled }) => compiled.name === name)) {
+    if (!names.includes(name)) {
       throw new RateLimitConfigError(
-        `@SkipRateLimit on ${route}: '${name}' names no policy of the route (its policies: ${planned.map(({ compiled }) => `'${compiled.name}'`).join(', ')}).`,
+        `@SkipRateLimit on ${route}: '${name}' names no policy of the route (its policies: ${names.map((n) => `'${n}'`).join(', ')}).`,
       );
     }
   }
@@ -212,26 +223,35 @@ export function buildRoutePlan(
   return planOf(
     route,
     planned.filter(({ compiled }) => !skipped.has(compiled.name)),
+    undefined,
+    adaptive.filter(({ compiled }) => !skipped.has(compiled.name)),
   );
 }
 
-/** The plan of `policies` (already validated), with everything the request path needs precomputed. */
-function planOf(route: string, policies: PlannedPolicy[], leaseHold?: LeaseHoldEstimate): RoutePlan {
+/**
+ * The plan of `policies` and `adaptive` ones (already validated), with everything the request path needs
+ * precomputed. Adaptive policies act when the call ends, once its handler has settled, as leases do.
+ */
+function planOf(route: string, policies: PlannedPolicy[], leaseHold?: LeaseHoldEstimate, adaptive?: RouteAdaptivePolicy[]): RoutePlan {
   const holdsLeases = policies.some(({ compiled }) => compiled.algorithm.name === 'concurrency');
+  const adapts = adaptive !== undefined && adaptive.length > 0;
   const skippable = policies.flatMap(({ compiled }, i) => (compiled.policy.skipIf ? [i] : []));
   return {
     route,
     policies,
     groups: groupByTracker(policies),
-    settles: policies.some(
-      ({ compiled }) =>
-        compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined || compiled.algorithm.name === 'concurrency',
-    ),
-    awaitsHandler: holdsLeases || policies.some(({ compiled }) => compiled.policy.settle !== undefined),
+    settles:
+      adapts ||
+      policies.some(
+        ({ compiled }) =>
+          compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined || compiled.algorithm.name === 'concurrency',
+      ),
+    awaitsHandler: adapts || holdsLeases || policies.some(({ compiled }) => compiled.policy.settle !== undefined),
     holdsLeases,
     leaseHold: holdsLeases ? (leaseHold ?? new LeaseHoldEstimate()) : undefined,
     skippable: skippable.length > 0 ? skippable : undefined,
     variants: skippable.length > 0 ? new Map() : undefined,
+    adaptive: adapts ? adaptive : undefined,
   };
 }
 
@@ -245,7 +265,11 @@ export function planWithout(plan: RoutePlan, skipped: number): RoutePlan | null 
   let variant = plan.variants!.get(skipped);
   if (variant === undefined) {
     const kept = plan.policies.filter((_, i) => (skipped & (1 << i)) === 0);
-    variant = kept.length === 0 ? null : { ...planOf(plan.route, kept, plan.leaseHold), skippable: undefined, variants: undefined };
+    // The adaptive policies have no skipIf: every variant keeps them (and their limiters).
+    variant =
+      kept.length === 0 && plan.adaptive === undefined
+        ? null
+        : { ...planOf(plan.route, kept, plan.leaseHold, plan.adaptive), skippable: undefined, variants: undefined };
     plan.variants!.set(skipped, variant);
   }
   return variant;
@@ -269,14 +293,12 @@ function groupByTracker(policies: readonly PlannedPolicy[]): TrackerGroup[] {
   return [...groups.values()];
 }
 
-function assertDistinctNames(policies: readonly PlannedPolicy[], where: string): void {
+function assertDistinctNames(names: readonly string[], where: string): void {
   const seen = new Set<string>();
-  for (const { compiled } of policies) {
-    if (seen.has(compiled.name)) {
-      throw new RateLimitConfigError(
-        `${where}: name: two policies are named '${compiled.name}'; give each policy of a route its own name.`,
-      );
+  for (const name of names) {
+    if (seen.has(name)) {
+      throw new RateLimitConfigError(`${where}: name: two policies are named '${name}'; give each policy of a route its own name.`);
     }
-    seen.add(compiled.name);
+    seen.add(name);
   }
 }

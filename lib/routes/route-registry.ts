@@ -6,7 +6,7 @@ import type { RateLimitModuleOptions } from '../interfaces/module-options.interf
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import { RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from '../rate-limit.decorator';
 import { RATE_LIMIT_OPTIONS } from '../rate-limit.module-definition';
-import { hasOverride, policyWhere, resolvePolicies, type InheritedPolicies } from '../policy/policy-overrides';
+import { hasOverride, policyWhere, resolvePolicies, type DeclaredPolicy, type InheritedPolicies } from '../policy/policy-overrides';
 import type { CompiledPolicy } from '../policy/compile-policy';
 import { buildRoutePlan, type PlanSource, type RoutePlan } from './route-plan';
 
@@ -132,7 +132,7 @@ export class RateLimitRouteRegistry implements OnModuleInit {
         const source = this.source(controller, handler, method);
         plan = source && this.learn(buildRoutePlan(source, this.algorithms));
         // Every policy skipped by name (@SkipRateLimit('a', 'b')): the route is not limited.
-        if (plan && plan.policies.length === 0) plan = null;
+        if (plan && plan.policies.length === 0 && plan.adaptive === undefined) plan = null;
       }
       byHandler.set(byName ?? handler, plan);
     }
@@ -183,7 +183,7 @@ export class RateLimitRouteRegistry implements OnModuleInit {
       // Overrides on the handler change what the class gives the route, or else the module's defaults.
       const inherited = (): InheritedPolicies | undefined =>
         onClass && Array.isArray(onClass.policies)
-          ? { origin: `@RateLimit on ${controller.name}`, policies: resolvePolicies(onClass.policies, classWhere, this.defaults) }
+          ? { origin: `@RateLimit on ${controller.name}`, policies: resolvePolicies(declaredOf(onClass), classWhere, this.defaults) }
           : this.defaults;
       return { ...this.declared(own, `@RateLimit on ${route}`, inherited), route, scopeKey, skip };
     }
@@ -210,7 +210,7 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     inherited: () => InheritedPolicies | undefined,
   ): Pick<PlanSource, 'policies' | 'where' | 'wheres'> {
     if (!hasOverride(policies)) return { policies: policies as RateLimitPolicy[], where };
-    const resolved = resolvePolicies(policies, where, inherited());
+    const resolved = resolvePolicies(declaredOf({ policies }), where, inherited());
     return { policies: resolved.map((p) => p.policy), where, wheres: resolved.map((p) => p.where) };
   }
 
@@ -269,6 +269,15 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     }
     return name;
   }
+}
+
+/**
+ * The policies a decorator declares, for merging with what a route inherits. Adaptive policies ride along
+ * as complete policies of their name (they have no window, and overrides treat them as complete); the route
+ * plan takes them apart from the store's.
+ */
+function declaredOf({ policies }: RateLimitMetadata): DeclaredPolicy[] {
+  return policies as DeclaredPolicy[];
 }
 
 /**

@@ -12,6 +12,7 @@ import { failedClosed, type RateLimitEngine } from '../pipeline/rate-limit.engin
 import { IntervalWarning } from '../shared/interval-warning';
 import type { RateLimitCall } from '../stores/store.interface';
 import { trackerOf, type RouteOutcome } from './decide-route';
+import type { AdaptiveAdmission, HeaderParts } from './route-adaptive';
 import { LeaseHeartbeats } from './lease-heartbeats';
 import type { RoutePlan } from './route-plan';
 import { RouteSettlements } from './route-settlement';
@@ -65,10 +66,20 @@ export class RouteResponder {
     if (!outcome.allowed && plan.leaseHold?.ms !== undefined) outcome.decisions = leaseHint(plan, outcome.decisions, plan.leaseHold.ms);
     this.writeHeaders(caller, plan, outcome);
     this.reportShadow(plan, outcome);
-    if (!outcome.allowed) return rejectSoon(this.rejection(context, caller, outcome));
+    if (!outcome.allowed) {
+      outcome.admission?.cancel();
+      return rejectSoon(this.rejection(context, caller, outcome));
+    }
     if (plan.settles) this.settleOnEnd(context, caller, plan, outcome);
     const delayMs = this.shapingDelay(plan, outcome.decisions);
     return delayMs > 0 ? this.holds.hold(delayMs).then(() => true) : true;
+  }
+
+  /** The error of a call an adaptive limit refused, after writing its headers (the store was not asked). */
+  refuse(caller: RateLimitContextAdapter, admission: AdaptiveAdmission): Error {
+    const mode = this.options.headers ?? 'ietf';
+    if (mode !== 'none') writeRateLimitHeaders(caller, { mode, profile: this.profile, ...admission.withHeaders(undefined) });
+    return admission.refusal(caller, this.options.errorFormat === 'problem+json');
   }
 
   /** No lease is renewed any more (the application is shutting down). */
@@ -85,6 +96,8 @@ export class RouteResponder {
     if (mode === 'none') return;
     const shown = this.shownPolicies(plan);
     const { profile } = this;
+    if (outcome.admission)
+      return writeRateLimitHeaders(caller, { mode, profile, ...outcome.admission.withHeaders(this.shownParts(shown, plan, outcome)) });
     if (shown === undefined) {
       const { policyHeader, decisions, calls: policies } = outcome;
       return writeRateLimitHeaders(caller, { mode, profile, policyHeader, decisions, policies });
@@ -97,6 +110,16 @@ export class RouteResponder {
       decisions: shown.map((i) => outcome.decisions[i]),
       policies: shown.map((i) => outcome.calls[i]),
     });
+  }
+
+  /** The header parts of the store's policies that `shown` lists (all when `undefined`). */
+  private shownParts(shown: number[] | undefined, plan: RoutePlan, outcome: RouteOutcome): HeaderParts {
+    if (shown === undefined) return { policyHeader: outcome.policyHeader, decisions: outcome.decisions, policies: outcome.calls };
+    return {
+      policyHeader: shown.map((i) => plan.policies[i].member(outcome.calls[i].params)).join(', '),
+      decisions: shown.map((i) => outcome.decisions[i]),
+      policies: shown.map((i) => outcome.calls[i]),
+    };
   }
 
   /**
@@ -168,6 +191,7 @@ export class RouteResponder {
         }
       });
       if (released) plan.leaseHold?.record(performance.now() - heldSince);
+      outcome.admission?.end({ statusCode, aborted });
       if (calls.length > 0) this.engine.refund(calls).catch((error: unknown) => this.warnStore(error));
       if (plan.awaitsHandler) void this.settlements.settle(context, call, plan, outcome);
     }, plan.awaitsHandler);

@@ -1,6 +1,8 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import * as terminus from '@nestjs/terminus';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import type { RateLimitSheddingLevel } from '../interfaces/overload.interface';
+import { RateLimitLoadShedding } from '../overload/rate-limit-load-shedding';
 import { RATE_LIMIT_OPTIONS, RATE_LIMIT_STORE } from '../rate-limit.module-definition';
 import { pingStore } from '../stores/store-health';
 import type { RateLimitStore } from '../stores/store.interface';
@@ -16,6 +18,8 @@ export type RateLimitHealthResult<Key extends string> = Record<
     storeLatencyMs?: number;
     /** Redis only: the 99th percentile of this process's event-loop delay while calls were in flight, ms (not counted by deadlines). */
     eventLoopDelayMs?: number;
+    /** With `loadShedding`: what the load shedder refuses now (it does not make the check `down`). */
+    shedding?: RateLimitSheddingLevel;
   }
 >;
 
@@ -40,6 +44,7 @@ export class RateLimitHealthIndicator {
   constructor(
     @Inject(RATE_LIMIT_STORE) private readonly store: RateLimitStore,
     @Inject(RATE_LIMIT_OPTIONS) private readonly options: RateLimitModuleOptions,
+    @Optional() private readonly shedding?: RateLimitLoadShedding,
   ) {}
 
   /**
@@ -49,7 +54,11 @@ export class RateLimitHealthIndicator {
   async isHealthy<const Key extends string>(key: Key): Promise<RateLimitHealthResult<Key>> {
     const store = this.options.redis === undefined ? 'memory' : 'redis';
     const timings = this.store.timings?.();
-    const lately = timings ? { storeLatencyMs: timings.storeLatencyMs.p99, eventLoopDelayMs: timings.eventLoopDelayMs.p99 } : {};
+    const shedder = this.shedding?.shedder;
+    const lately = {
+      ...(timings ? { storeLatencyMs: timings.storeLatencyMs.p99, eventLoopDelayMs: timings.eventLoopDelayMs.p99 } : {}),
+      ...(shedder ? { shedding: shedder.level } : {}),
+    };
     try {
       await pingStore(this.store);
       return { [key]: { status: 'up', store, ...lately } } as RateLimitHealthResult<Key>;

@@ -55,6 +55,15 @@ describe.each(MATRIX)('sample app on $adapter with the $store store', ({ adapter
     }
   });
 
+  it('shows an adaptive limit: 10 of a burst of 20 get in, the rest get 503 with Retry-After', async () => {
+    const burst = await Promise.all(Array.from({ length: 20 }, () => http().get('/algorithms/adaptive')));
+    const admitted = burst.filter((r) => r.status === 200);
+    const refused = burst.filter((r) => r.status === 503);
+    expect([admitted.length, refused.length]).toEqual([10, 10]);
+    expect(burst.map((r) => r.headers['ratelimit-policy'])).toEqual(burst.map(() => '"adaptive";q=10;qu="concurrent-requests"'));
+    expect(refused.map((r) => [r.headers['retry-after'], r.headers['ratelimit']])).toEqual(refused.map(() => ['1', '"adaptive";r=0']));
+  });
+
   it('counts only failed logins', async () => {
     const login = (password: string) => http().post('/login').send({ username: 'ann', password });
     for (let i = 0; i < 6; i++) expect((await login('correct horse')).status).toBe(200);

@@ -19,6 +19,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['http'],
   ['contexts'],
   ['events'],
+  ['overload'],
   ['service'],
   ['routes'],
   ['rate-limit-admin.service.ts', 'rate-limit-outbound.service.ts'],
