@@ -87,7 +87,7 @@ export const SCENARIOS: Record<Scenario, ScenarioSpec> = {
     unbatched: true,
   },
   cluster: {
-    title: 'Redis Cluster of 3 masters (every decision its own call), 10k keys, allowing',
+    title: 'Redis Cluster of 3 masters (one call per master and turn), 10k keys, allowing',
     deployment: 'cluster',
     keys: 10_000,
     policies: 1,
