@@ -40,8 +40,9 @@
   Time comes from the server's TIME only; nothing is stored but integers and a deny's reason.
 
   Across slots (a Cluster's batch per master: redis-scripts.ts composes it): the script starts with
-  `#!lua flags=allow-cross-slot-keys` and declares one key, the first decision's state key, which routes the
-  call to its master; every key above comes after the JSON instead, as ARGV[2 ..], in the same order. A key that
+  `#!lua flags=allow-cross-slot-keys` and declares no key when sent on the master's own connection (ioredis), or
+  one, the first decision's state key, which routes the call to its master; every key above comes after the
+  JSON instead, as ARGV[2 ..], in the same order. A key that
   master does not hold fails its decision alone ("Script attempted to access a non local key") at the decision's
   first access to it, before anything was charged: a decision reads each of its keys before it writes it.
 

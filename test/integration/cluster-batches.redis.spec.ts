@@ -104,9 +104,13 @@ describe('decisions of one turn on a Cluster', () => {
     const across = luaScript(composeAcrossSlotsScript(registry.all()));
     let refused = 0;
     // The reply Redis 6.2 and KeyDB give such a script: its first line does not compile (nothing runs).
+    // On every node's connection: a batch goes to its master's own connection.
     const redis6 = (client: Cluster) => {
-      const send = client.sendCommand.bind(client);
-      client.sendCommand = ((command: Command) => {
+      for (const node of client.nodes('all')) refuse(node);
+    };
+    const refuse = (node: Redis) => {
+      const send = node.sendCommand.bind(node);
+      node.sendCommand = ((command: Command) => {
         const [script] = command.args;
         if ((command.name === 'evalsha' && script === across.sha) || (command.name === 'eval' && script === across.lua)) {
           refused++;
@@ -118,7 +122,7 @@ describe('decisions of one turn on a Cluster', () => {
           return command.promise;
         }
         return send(command);
-      }) as Cluster['sendCommand'];
+      }) as Redis['sendCommand'];
     };
     const { svc, pipelines } = await service({}, redis6);
     await threeTurns(

@@ -230,13 +230,20 @@ export class ScriptDispatcher {
     const call = new DecideCall();
     for (const { calls, mode } of batch) call.add(calls, mode);
     const prefix = this.transport.keyPrefix;
-    const keys = prefix === '' ? call.keys : call.keys.map((key) => prefix + key);
-    this.transport
-      .evalScript(this.acrossSlots, [call.keys[0]], [...call.args, ...keys])
+    const args = [...call.args, ...(prefix === '' ? call.keys : call.keys.map((key) => prefix + key))];
+    // Sent on the master's own connection where the client allows it: routed by a key instead, the whole batch
+    // would follow that one key's redirection during a reshard, away from every other key's master.
+    const sent =
+      this.transport.evalOnNode?.(batch[0].master!, this.acrossSlots, args) ??
+      this.transport.evalScript(this.acrossSlots, [call.keys[0]], args);
+    sent
       .then((reply) => this.settle(batch, reply as Reply, true))
       .catch((error: unknown) => {
-        // A redirection the client did not follow: each decision goes again as its own call, which does.
-        if (error instanceof Error && nothingRan(error)) return batch.forEach((q) => this.sendDecision(q));
+        // Refused before it ran (a redirection the client did not follow, a master that became a replica): each
+        // decision goes again as its own call, which follows the client's slot map and redirections.
+        if (error instanceof Error && (nothingRan(error) || error.message.startsWith('READONLY'))) {
+          return batch.forEach((q) => this.sendDecision(q));
+        }
         if (!cannotRunAcrossSlots(error)) return batch.forEach((q) => q.reject(error));
         this.acrossSlotsRuns = false;
         this.sendToMaster(batch);

@@ -46,8 +46,21 @@ export class IoredisTransport implements RedisScriptTransport {
   }
 
   /** `EVALSHA`, then `EVAL` if Redis does not have the script. Keys get the client's `keyPrefix`, as with defined commands. */
-  evalScript({ lua, sha }: LuaScript, keys: string[], args: string[]): Promise<unknown> {
-    const client = this.client as Redis;
+  evalScript(script: LuaScript, keys: string[], args: string[]): Promise<unknown> {
+    return this.evalWith(this.client as Redis, script, keys, args);
+  }
+
+  /**
+   * On a Cluster, a call of no declared keys on the connection to master `node` (`host:port`, as the slot map
+   * names it), so no redirection moves it elsewhere; undefined when the client has no connection to that master.
+   */
+  evalOnNode(node: string, script: LuaScript, args: string[]): Promise<unknown> | undefined {
+    if (!this.client.isCluster) return undefined;
+    const master = (this.client as Cluster).nodes('master').find(({ options }) => `${options.host}:${options.port}` === node);
+    return master && this.evalWith(master, script, [], args);
+  }
+
+  private evalWith(client: Redis, { lua, sha }: LuaScript, keys: string[], args: string[]): Promise<unknown> {
     const send = (name: 'evalsha' | 'eval', script: string): Promise<unknown> => {
       const command = new this.Command(name, [script, keys.length, keys, args], {
         keyPrefix: client.options.keyPrefix,

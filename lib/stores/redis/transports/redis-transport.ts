@@ -43,6 +43,12 @@ export interface RedisScriptTransport {
    * reply, in order (a `NOSCRIPT` or a redirection is returned, not followed). Absent: each call is sent alone.
    */
   pipeline?(calls: readonly ScriptCall[]): Promise<Array<[Error | null, unknown]>>;
+  /**
+   * On a cluster, one call declaring no key, on the connection to master `node` (`host:port`, as
+   * {@link nodeOfSlot} names it): no `MOVED` or `ASK` can send it elsewhere. Undefined when the client cannot
+   * (no such connection, or no way to reach one master); the caller then routes the call by a key.
+   */
+  evalOnNode?(node: string, script: LuaScript, args: string[]): Promise<unknown> | undefined;
   del(key: string): Promise<unknown>;
   /** Redis `TYPE` of `key` (`none` when absent). */
   type(key: string): Promise<string>;
