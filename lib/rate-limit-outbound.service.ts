@@ -13,7 +13,8 @@ import { AcquireTurns } from './service/acquire-turns';
 import { obeyPartner, PartnerPauseFailures } from './service/partner-fetch';
 import { DEFAULT_MAX_PAUSE_MS, pauseAskedMs, type PartnerResponse } from './service/partner-response';
 import { assertKey, ServiceCalls } from './service/service-calls';
-import { paceOf, RateLimitWaiters, type AcquireTurn } from './service/waiters';
+import type { AcquireTurn } from './service/acquire-turns';
+import { paceOf, RateLimitWaiters } from './service/waiters';
 
 /**
  * Outbound throttling: calls this app makes to a partner's API, paced under a policy shared by every instance

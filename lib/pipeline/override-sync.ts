@@ -11,7 +11,6 @@ import { MemoryStore } from '../stores/memory/memory.store';
 import type { InstanceHeartbeat, OverrideKeys, OverrideWrite, OverrideWriteResult, RateLimitStore } from '../stores/store.interface';
 
 // The trackers' remembered matches live with the copy they are matched against; routes and services import them from here.
-export { UnmatchedOverrides, type TrackerOverrides } from './override-copy';
 
 /**
  * How often each instance asks the store whether the overrides changed, ms: one small script call (a `GET` and

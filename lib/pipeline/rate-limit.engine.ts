@@ -20,7 +20,6 @@ import { DENY_KEY_SUFFIX } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
 
 // Re-exported for the route responder, which imports it from the engine.
-export { failedClosed } from './public-decision';
 
 /** One policy of a decision, with its per-request values resolved. */
 export interface PolicyRequest {

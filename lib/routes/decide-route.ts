@@ -10,7 +10,7 @@ import {
   type TrackerKeys,
 } from '../pipeline/rate-limit.engine';
 import type { RateLimitCall } from '../stores/store.interface';
-import { UnmatchedOverrides } from '../pipeline/override-sync';
+import { UnmatchedOverrides } from '../pipeline/override-copy';
 import { trackerKeyPrefix } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
 import type { AdaptiveAdmission } from './route-adaptive';

@@ -5,7 +5,6 @@ import { unlisten, WaiterLine, type Waiter } from './waiter-line';
 import type { AcquireTurn } from './acquire-turns';
 
 export { paceOf, type WaitPace } from './wait-outlook';
-export type { AcquireTurn } from './acquire-turns';
 
 /** Most `acquire()` calls of one process that may wait on one policy + key, unless the module or the call says otherwise. */
 export const DEFAULT_MAX_WAITERS = 1_000;
