@@ -25,8 +25,8 @@ export type { RedisClient } from '../../interfaces/client-types';
 export { MAX_BATCH } from './script-dispatcher';
 
 /** The runtime overrides' scripts (see their headers), read once. */
-const WRITE_OVERRIDE = luaScript(readFileSync(join(__dirname, 'writeOverride-3.lua'), 'utf8'));
-const READ_OVERRIDES = luaScript(readFileSync(join(__dirname, 'readOverrides-3.lua'), 'utf8'));
+const WRITE_OVERRIDE = luaScript(readFileSync(join(__dirname, '..', '..', 'algorithms', 'overrides-write.lua'), 'utf8'));
+const READ_OVERRIDES = luaScript(readFileSync(join(__dirname, '..', '..', 'algorithms', 'overrides-read.lua'), 'utf8'));
 const WRITE_STATUS: ReadonlyArray<OverrideWriteResult['status']> = ['ok', 'past', 'full'];
 
 /**
@@ -98,7 +98,7 @@ export class RedisStore implements RateLimitStore {
     await Promise.all(keys.map((key) => this.transport.del(key)));
   }
 
-  /** Runs writeOverride-3.lua: one call to the master of the overrides' slot. */
+  /** Runs overrides-write.lua: one call to the master of the overrides' slot. */
   async writeOverride(keys: OverrideKeys, { field, value, untilMs, maxCount }: OverrideWrite): Promise<OverrideWriteResult> {
     const reply = (await this.transport.evalScript(
       WRITE_OVERRIDE,
@@ -109,7 +109,7 @@ export class RedisStore implements RateLimitStore {
   }
 
   /**
-   * Runs readOverrides-3.lua: the version and `TIME`, the instance's heartbeat and the count of live instances,
+   * Runs overrides-read.lua: the version and `TIME`, the instance's heartbeat and the count of live instances,
    * and the whole hash only when the version moved.
    */
   async readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {

@@ -1,5 +1,5 @@
 --[[
-  Reads the runtime overrides (writeOverride-3.lua writes them), polled by every instance every 500 ms: their
+  Reads the runtime overrides (overrides-write.lua writes them), polled by every instance every 500 ms: their
   version and the server's clock, and every override only when the version is not the one the caller holds,
   so an unchanged set costs one GET. The poll is also each instance's heartbeat: it records the caller as live
   now, forgets instances not seen for ARGV[3] ms, and counts those left, which is what divides each limit among

@@ -1,7 +1,7 @@
 --[[
   Sets or removes one runtime override (RateLimitAdmin.setOverride / removeOverride), atomically: drops the
   overrides whose end has passed, then writes, then moves the set's version on, so every instance polling
-  readOverrides-3.lua reloads the set within one poll. The three keys share one {hash tag}: one Cluster slot.
+  overrides-read.lua reloads the set within one poll. The three keys share one {hash tag}: one Cluster slot.
   These keys have no TTL by design: an override lasts until it is removed or its end passes.
 
   KEYS  [1] the overrides: a hash of field `<policy>\n<tracker pattern>` to the override's JSON
@@ -16,9 +16,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local ended = redis.call('ZRANGE', KEYS[3], '-inf', now, 'BYSCORE')
--- In slices: unpack() of thousands of values would overflow Lua's C stack.
+-- In slices: unpacking thousands of values would overflow Lua's C stack. (unpack is Lua 5.1's, table.unpack 5.4's.)
 for i = 1, #ended, 1000 do
-  redis.call('HDEL', KEYS[1], unpack(ended, i, math.min(i + 999, #ended)))
+  redis.call('HDEL', KEYS[1], (table.unpack or unpack)(ended, i, math.min(i + 999, #ended)))
 end
 if #ended > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) end
 
