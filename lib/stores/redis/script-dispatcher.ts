@@ -57,9 +57,9 @@ interface Queued {
  * - on one server, the decisions of a turn in one call of decide.lua ({@link sendBatch});
  * - on a Cluster, the decisions of a turn grouped by the master serving their slot, one call per master of
  *   decide.lua across slots ({@link sendBatchAcrossSlots}); a decision whose key that master does not hold (a
- *   reshard) goes again as its own call, which follows `MOVED` and `ASK`. A server that cannot run a script across
- *   slots (before Redis 7.0, KeyDB) gets each master's decisions as a pipeline of calls of their own
- *   ({@link sendPipeline}), or each as its own call where the client has no pipeline.
+ *   reshard) goes again ({@link sendAgain}), in the end as its own call, which follows `MOVED` and `ASK`. A
+ *   server that cannot run a script across slots (before Redis 7.0, KeyDB) gets each master's decisions as a
+ *   pipeline of calls of their own ({@link sendPipeline}), or each as its own call where the client has none.
  */
 export class ScriptDispatcher {
   /** Per algorithm: one policy's decision (one-policy script), and one policy's refund, lockout or penalty (decide.lua). */
@@ -222,7 +222,8 @@ export class ScriptDispatcher {
   }
 
   /**
-   * One call of decide.lua across slots to the master of the batch's first key. A decision whose keys that
+   * One call of decide.lua across slots to the batch's master: on its own connection (ioredis), else routed by the
+   * batch's first key. A decision whose keys that
    * master does not hold (its slot moved since the slot map was read, or is moving) failed alone, before it
    * charged anything, and goes again ({@link sendAgain}).
    */
@@ -277,9 +278,9 @@ export class ScriptDispatcher {
   }
 
   /**
-   * A decision whose keys its batch's master did not hold. Usually the batch went elsewhere (its first key's slot
-   * had moved, and the client followed `MOVED` or `ASK`) and the decision's own master is still right: it joins the
-   * next turn's batch of the master the slot map now names. One that fails twice (its own slot is moving) goes
+   * A decision whose keys its batch's master did not hold: its slot moved since the slot map was read, or the
+   * batch, routed by a key whose slot had moved, followed that key's `MOVED` or `ASK`. It joins the next turn's
+   * batch of the master the slot map now names. One that fails twice (its own slot is moving) goes
    * as its own call, which follows the redirection.
    */
   private sendAgain(q: Queued): void {
