@@ -8,6 +8,7 @@ import type { RateLimitModuleOptions } from './interfaces/module-options.interfa
 import { RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { CallCriticalities } from './overload/call-criticality';
+import type { RateLimitCriticality } from './interfaces/overload.interface';
 import type { LoadShedder } from './overload/load-shedder';
 import { RateLimitLoadShedding } from './overload/rate-limit-load-shedding';
 import { AdaptiveAdmission, overloaded } from './routes/route-adaptive';
@@ -85,17 +86,19 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     const type = this.contexts.limited(context);
     if (!type) return true;
     // Shedding refuses before anything else is looked at: a process under pressure spends nothing on the call.
+    // The call's criticality is found once: the shedder's and the adaptive limits' (the module's `priority` runs once).
+    let criticality: RateLimitCriticality | undefined;
     if (this.shedder !== undefined && this.shedder.level !== 'none') {
-      const refused = this.shed(this.shedder, context, type);
-      if (refused !== undefined) return refused;
+      criticality = this.criticalities.of(context);
+      if (this.shedder.refuses(criticality)) return this.shed(this.shedder, context, type);
     }
     const plan = this.routes.plan(context.getClass(), context.getHandler());
     if (!plan) return true;
     const caller = this.contexts.adapt(type, context);
     if (!caller.claim()) return true;
     const rest = this.skips.rest(context, caller, plan);
-    if (rest instanceof Promise) return rest.then((left) => (left === null ? true : this.decide(context, caller, left)));
-    return rest === null ? true : this.decide(context, caller, rest);
+    if (rest instanceof Promise) return rest.then((left) => (left === null ? true : this.decide(context, caller, left, criticality)));
+    return rest === null ? true : this.decide(context, caller, rest, criticality);
   }
 
   /** A call still waiting for a policy function is failed now (its deadline's ticker stops); no lease is renewed any more. */
@@ -108,10 +111,15 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
    * Decides the call against `plan` and answers it. Adaptive limits decide first, in-process (a refusal costs
    * no store call), and only for calls whose end is heard: a WebSocket or RPC call would hold its slot for good.
    */
-  private decide(context: ExecutionContext, caller: RateLimitContextAdapter, plan: RoutePlan): boolean | Promise<boolean> {
+  private decide(
+    context: ExecutionContext,
+    caller: RateLimitContextAdapter,
+    plan: RoutePlan,
+    criticality: RateLimitCriticality | undefined,
+  ): boolean | Promise<boolean> {
     if (plan.adaptive === undefined || !caller.hearsEnd)
       return plan.policies.length === 0 || this.decideStore(context, caller, plan, undefined);
-    const admission = AdaptiveAdmission.admit(plan.adaptive, this.criticalities.of(context));
+    const admission = AdaptiveAdmission.admit(plan.adaptive, criticality ?? this.criticalities.of(context));
     if (!admission.admitted) return rejectSoon(this.responder.refuse(caller, admission));
     if (plan.policies.length === 0) return this.responder.respond(context, caller, plan, admittedOnly(admission));
     try {
@@ -122,13 +130,12 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     }
   }
 
-  /** The 503 of a call the load shedder refuses at its criticality; `undefined` when it does not. */
+  /** The 503 of a call the load shedder refuses at its criticality. */
   private shed(
     shedder: LoadShedder,
     context: ExecutionContext,
     type: NonNullable<ReturnType<RateLimitContexts['limited']>>,
-  ): Promise<never> | undefined {
-    if (!shedder.refuses(this.criticalities.of(context))) return undefined;
+  ): Promise<never> {
     const refusal = { message: SHED_MESSAGE, retryAfter: shedder.retryAfterSeconds, decisions: [] };
     return rejectSoon(overloaded(this.contexts.adapt(type, context), refusal, this.problemJson));
   }

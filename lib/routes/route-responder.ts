@@ -96,21 +96,15 @@ export class RouteResponder {
     const mode = this.options.headers ?? 'ietf';
     if (mode === 'none') return;
     const shown = this.shownPolicies(plan);
-    const { profile } = this;
-    if (outcome.admission)
-      return writeRateLimitHeaders(caller, { mode, profile, ...outcome.admission.withHeaders(this.shownParts(shown, plan, outcome)) });
-    if (shown === undefined) {
+    if (shown === undefined && outcome.admission === undefined) {
+      // The usual route: every policy shown, no adaptive part; one object, written as it is.
       const { policyHeader, decisions, calls: policies } = outcome;
-      return writeRateLimitHeaders(caller, { mode, profile, policyHeader, decisions, policies });
+      return writeRateLimitHeaders(caller, { mode, profile: this.profile, policyHeader, decisions, policies });
     }
-    if (shown.length === 0) return;
-    writeRateLimitHeaders(caller, {
-      mode,
-      profile,
-      policyHeader: shown.map((i) => plan.policies[i].member(outcome.calls[i].params)).join(', '),
-      decisions: shown.map((i) => outcome.decisions[i]),
-      policies: shown.map((i) => outcome.calls[i]),
-    });
+    const parts = this.shownParts(shown, plan, outcome);
+    const all = outcome.admission !== undefined ? outcome.admission.withHeaders(parts) : parts;
+    if (all.decisions.length === 0) return;
+    writeRateLimitHeaders(caller, { mode, profile: this.profile, ...all });
   }
 
   /** The header parts of the store's policies that `shown` lists (all when `undefined`). */
