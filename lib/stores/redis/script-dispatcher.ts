@@ -242,9 +242,7 @@ export class ScriptDispatcher {
       .catch((error: unknown) => {
         // Refused before it ran (a redirection the client did not follow, a master that became a replica): each
         // decision goes again as its own call, which follows the client's slot map and redirections.
-        if (error instanceof Error && (nothingRan(error) || error.message.startsWith('READONLY'))) {
-          return batch.forEach((q) => this.sendDecision(q));
-        }
+        if (error instanceof Error && nothingRan(error)) return batch.forEach((q) => this.sendDecision(q));
         if (!cannotRunAcrossSlots(error)) return batch.forEach((q) => q.reject(error));
         this.acrossSlotsRuns = false;
         this.sendToMaster(batch);

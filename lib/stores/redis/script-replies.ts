@@ -14,9 +14,13 @@ export const OUTAGE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|BUSY|READ
  */
 export const NOT_HERE = /Script attempted to (access a non local key|execute a (write )?command while the cluster is down)/;
 
-/** Errors after which Redis ran nothing: the script was missing, or the key's slot is served elsewhere or not now. */
+/**
+ * Errors after which Redis ran nothing: the script was missing, the key's slot is served elsewhere or not now,
+ * or the call reached a replica (a master demoted since the slot map was read: a script's first write fails
+ * there, after reads only).
+ */
 export function nothingRan(error: Error): boolean {
-  return /^(NOSCRIPT|MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(error.message);
+  return /^(NOSCRIPT|MOVED|ASK|TRYAGAIN|CLUSTERDOWN|READONLY) /.test(error.message);
 }
 
 /**
