@@ -100,7 +100,9 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     key: string,
     options: ConsumeOptions = {},
   ): Promise<RateLimitReservation> {
-    const requests = ([] as RateLimitPolicy[]).concat(policies).map((policy) => this.calls.request(policy, options.cost, key));
+    const requests = ([] as RateLimitPolicy[])
+      .concat(policies)
+      .map((policy): PolicyRequest => ({ ...this.calls.request(policy, options.cost, key), settled: true }));
     assertReservable(requests);
     const result = await this.calls.engine.decide(this.calls.trackerKeys(key), requests, 'consume');
     this.calls.assertOpen();

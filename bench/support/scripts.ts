@@ -14,22 +14,23 @@ end \
 return {consumed, ttl} \
 `;
 
-/** rate-limiter-flexible's EVALSHA words for one consume of 1 point of `points` per 60 s on `key`. */
-export function rlfArgs(key: string, points: number): (sha: string) => string[] {
-  return (sha) => ['EVALSHA', sha, '1', key, '1', '60', String(points), '60'];
+/** rate-limiter-flexible's EVALSHA words for one consume of 1 point of `points` per window (60 s) on `key`. */
+export function rlfArgs(key: string, points: number, windowMs = WINDOW_MS): (sha: string) => string[] {
+  const seconds = String(windowMs / 1000);
+  return (sha) => ['EVALSHA', sha, '1', key, '1', seconds, String(points), seconds];
 }
 
 /** Window of every script case, ms. */
 export const WINDOW_MS = 60_000;
 
 /** A consume of 1 unit of `algorithm` on `tracker`, with the keys the store builds (`<prefix>:{<tracker>}:…`). */
-function consumeCall(algorithm: RateLimitAlgorithm, tracker: string, limit: number): RateLimitCall {
+function consumeCall(algorithm: RateLimitAlgorithm, tracker: string, limit: number, windowMs = WINDOW_MS): RateLimitCall {
   const prefix = `rl:{${tracker}}:`;
   const base = `${prefix}svc:default:`;
   return {
     algorithm,
     cost: 1,
-    params: { limit, windowMs: WINDOW_MS, burst: limit },
+    params: { limit, windowMs, burst: limit },
     blockForMs: 0,
     token: '',
     stateKey: base + algorithm.keyTag,
@@ -43,8 +44,13 @@ function consumeCall(algorithm: RateLimitAlgorithm, tracker: string, limit: numb
  * encoded by onePolicyCall): the policy's state and block keys, then the tracker's deny key; one argument of
  * cost, limit, window ms, blockFor ms and, for the algorithms whose capacity it is, burst, joined by spaces.
  */
-export function onePolicyArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number): (sha: string) => string[] {
-  const { keys, args } = onePolicyCall(consumeCall(algorithm, tracker, limit), 'c');
+export function onePolicyArgs(
+  algorithm: RateLimitAlgorithm,
+  tracker: string,
+  limit: number,
+  windowMs = WINDOW_MS,
+): (sha: string) => string[] {
+  const { keys, args } = onePolicyCall(consumeCall(algorithm, tracker, limit, windowMs), 'c');
   return (sha) => ['EVALSHA', sha, String(keys.length), ...keys, ...args];
 }
 
@@ -52,8 +58,14 @@ export function onePolicyArgs(algorithm: RateLimitAlgorithm, tracker: string, li
  * KEYS and ARGV of a batch of `size` decisions in one call of decide.lua (what a standalone Redis gets when
  * decisions of several trackers meet in one tick), each on its own tracker: `${tracker}-<i>`.
  */
-export function batchArgs(algorithm: RateLimitAlgorithm, tracker: string, limit: number, size: number): (sha: string) => string[] {
+export function batchArgs(
+  algorithm: RateLimitAlgorithm,
+  tracker: string,
+  limit: number,
+  size: number,
+  windowMs = WINDOW_MS,
+): (sha: string) => string[] {
   const call = new DecideCall();
-  for (let i = 0; i < size; i++) call.add([consumeCall(algorithm, `${tracker}-${i}`, limit)], 'c');
+  for (let i = 0; i < size; i++) call.add([consumeCall(algorithm, `${tracker}-${i}`, limit, windowMs)], 'c');
   return (sha) => ['EVALSHA', sha, String(call.keys.length), ...call.keys, ...call.args];
 }

@@ -106,7 +106,9 @@ end
 
   decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
-    now       the script's one reading of the server's TIME, ms
+    now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
+              reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
+              into reply[1] too
     mode      'c' consume or 'p' peek
     key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
@@ -124,16 +126,26 @@ end
   [b2,b3)), its id the period's start. A now outside [b0, b3) fails the decision (clocks a period apart).
 
   Fragment of algorithm id 1 (the fragment contract is in decide.lua's header): helpers, then its check,
-  commit and refund blocks. Inputs: the policy's state key, cost (units), limit (units per window), window (ms,
-  or the four period starts), now (server ms), token (a settlement's charge time, ms, or ''). Uses state.lua.
-  KEY    state string "<window id>:<units counted in that window>" (state.lua)
-  check  s1 = the window id, s2 = the new count, s3 = whether the key holds another window (or nothing); more =
-         ms until more quota: the window's end once anything is counted in it, else 0
-  commit writes a new window's count, expiring at the window's end, or the count of the window it holds with
-  its expiry kept; refund gives units back in the same window (a negative cost, a penalty, charges them,
-  whatever the count).
+  commit, refund, undo and lock blocks. Inputs: the policy's state key, cost (units), limit (units per window),
+  window (ms, or the four period starts), now (server ms), token (a settlement's charge time, ms, or '').
+  KEY    an integer counter of the window holding now, which expires when that window ends (set on its first
+         hit), so a hit costs one INCRBY; plus FIXED_WINDOW_MARK while a lockout may be in force on the policy
+         (written with the lockout, see lock), so the host reads the lockout key only on a window's first hit
+         or under that mark
+  check  charges a consume at once (INCRBY: one command where a read and a write would be two); the host
+         takes the units back with undo when the decision does not commit. Given no now (a one-policy call),
+         it reads the clock only on a window's first hit: the counter's TTL is the rest of its window. s1 = the units charged, s2 = the
+         mark to clear on commit (0 for none), s3 = whether the window was empty; mark = whether the host must
+         read the policy's lockout key; more = ms until more quota: the window's end once anything is counted
+         in it, else 0
+  commit clears the mark (the check charged); undo takes back what the check charged (the key goes when the
+         window held nothing else); lock marks a counter that exists (one that does not makes the next hit a
+         first one, which reads the lockout key); refund gives units back in the same window (a negative cost,
+         a penalty, charges them, whatever the count).
 ]]
 local fixedWindowType = type
+-- Added to a counter while a lockout may be in force; 2^51, a string: Lua 5.1 prints a number that big as a float.
+local FIXED_WINDOW_MARK, FIXED_WINDOW_UNMARK, FIXED_WINDOW_MARKED = '2251799813685248', '-2251799813685248', 2251799813685248
 
 -- A calendar window's period holding now: its start (the window id) and its end, ms.
 local function calendarPeriod(window, now)
@@ -145,32 +157,73 @@ local function calendarPeriod(window, now)
     .. ' (%d to %d ms): the clocks differ by more than a period.', now, window[1], window[4]) })
 end
 
+-- The counter's value as a number; someone else's data under the key fails the decision.
+local function fixedWindowCount(key, v)
+  local n = tonumber(v)
+  if not n or n < 0 or n % 1 ~= 0 then foreignValue(key, v) end
+  return n
+end
+
 
 ALG[1] = {
   burst = false,
   check = function(key, cost, limit, window, burst, now, token)
-    local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+    local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0
     do
-      -- The window holding now (its id, its end), and the units counted in it: inline, as a call costs more than the work.
-      local id, stop
-      if fixedWindowType(window) == 'number' then
-        id = math.floor(now / window)
-        stop = (id + 1) * window
+      local n, ends, ttl, start, stop
+      s1, s2 = 0, 0
+      if now then
+        -- The window holding now (its start, its end), before anything is charged: a calendar window may fail.
+        if fixedWindowType(window) == 'number' then
+          start = math.floor(now / window) * window
+          stop = start + window
+        else
+          start, stop = calendarPeriod(window, now)
+        end
+      end
+      if cost > 0 then
+        local m = redis.pcall('INCRBY', key, cost)
+        if fixedWindowType(m) ~= 'number' then foreignValue(key, redis.call('GET', key)) end
+        n, s1 = m - cost, cost
+        if n < 0 then
+          -- An integer no counter holds: someone else's, given back as it was.
+          redis.call('DECRBY', key, cost)
+          foreignValue(key, tostring(n))
+        end
       else
-        id, stop = calendarPeriod(window, now)
+        local v = redis.call('GET', key)
+        n = v and fixedWindowCount(key, v) or 0
       end
-      local n, fresh = 0, true
-      local v = redis.call('GET', key)
-      if v then
-        local w, c = string.match(v, '^(%d+):(%d+)$')
-        if not w then foreignValue(key, v) end
-        if tonumber(w) == id then n, fresh = tonumber(c), false end
+      if n > 0 and not now then
+        -- The counter expires when its window ends, so its TTL is what is left of the window: no clock needed. In
+        -- its last 2 ms it may be the previous window's (Redis judges expiry at the script's start), which the clock tells.
+        ttl = redis.call('PTTL', key)
+        if ttl > 1 then ends = ttl end
       end
-      local ends = stop - now
+      if not ends then
+        if not now then
+          -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
+          start = math.floor(now / window) * window
+          stop = start + window
+        end
+        ends = stop - now
+        if n > 0 and now - start <= 1 and stop - start > 3 and (ttl or redis.call('PTTL', key)) + now <= start + 1 then
+          -- The previous window's counter, expiring at this window's start: Redis drops a key only after its time,
+          -- judged at the script's start, which TIME may read a ms later.
+          if cost > 0 then redis.call('SET', key, cost, 'PX', ends) end
+          n = 0
+        elseif (n == 0 and cost > 0) or ttl == -1 then
+          redis.call('PEXPIRE', key, ends)
+        end
+      end
+      s3 = n == 0
+      if n >= FIXED_WINDOW_MARKED then
+        n, s2 = n - FIXED_WINDOW_MARKED, 1
+      end
+      mark = s3 or s2 == 1
       if n + cost <= limit then
         ok, remaining, reset, retry, delay = true, limit - n - cost, 0, 0, 0
         if n + cost > 0 then reset = ends end
-        s1, s2, s3 = id, n + cost, fresh
       else
         ok, remaining, reset, retry, delay = false, limit - n, 0, ends, 0
         if n > 0 then reset = ends end
@@ -182,113 +235,229 @@ ALG[1] = {
   commit = function(key, r, now, cost, limit, window, burst, token)
     local reset, s1, s2, s3, s4, more = r[3], r[6], r[7], r[8], r[9], r.more
     do
-      -- The key lives until its window ends: set once per window, kept on every later hit.
-      if s2 ~= 0 and (s3 or cost ~= 0) then putState(key, string.format('%d:%d', s1, s2), s3 and reset or nil) end
+      if s2 == 1 then redis.call('INCRBY', key, FIXED_WINDOW_UNMARK) end
     end
     r.more = more
   end,
+  undo = function(key, r)
+    do
+      local s1, s2, s3, s4 = r[6], r[7], r[8], r[9]
+      if s1 > 0 then
+        if s3 and s2 == 0 then redis.call('DEL', key) else redis.call('DECRBY', key, s1) end
+      end
+    end
+  end,
+  lock = function(key)
+    do
+      local v = redis.call('GET', key)
+      if v and fixedWindowCount(key, v) < FIXED_WINDOW_MARKED then redis.call('INCRBY', key, FIXED_WINDOW_MARK) end
+    end
+  end,
   refund = function(key, cost, limit, window, burst, now, token)
-    local id, start, stop
+    local start, stop
     if fixedWindowType(window) == 'number' then
-      id = math.floor(now / window)
-      start, stop = id * window, (id + 1) * window
+      start = math.floor(now / window) * window
+      stop = start + window
     else
       start, stop = calendarPeriod(window, now)
-      id = start
     end
     -- A settlement's token is when its units were charged: units of an earlier window ended with it.
     local at = tonumber(token)
     if cost >= 0 and at and at < start then return end
-    -- The units counted in window id, and whether the key holds another window (or nothing).
-    local n, other = 0, true
     local v = redis.call('GET', key)
-    if v then
-      local w, c = string.match(v, '^(%d+):(%d+)$')
-      if not w then foreignValue(key, v) end
-      if tonumber(w) == id then n, other = tonumber(c), false end
+    local n = v and fixedWindowCount(key, v)
+    if not n then
+      -- A negative cost is a penalty: it may open the window's count, which then lives until the window ends.
+      if cost < 0 then redis.call('SET', key, -cost, 'PX', stop - now) end
+      return
     end
-    if other and cost >= 0 then return end
-    -- A negative cost is a penalty: it may open the window's count, which then lives until the window ends.
-    putState(key, string.format('%d:%d', id, math.max(n - cost, 0)), other and stop - now or nil)
+    local marked = n >= FIXED_WINDOW_MARKED
+    if marked then n = n - FIXED_WINDOW_MARKED end
+    if n > 0 and now - start <= 1 and stop - start > 3 and redis.call('PTTL', key) + now <= start + 1 then
+      if cost < 0 then redis.call('SET', key, -cost, 'PX', stop - now) end
+      return
+    end
+    redis.call('INCRBY', key, math.max(n - cost, 0) - n)
   end,
 }
 DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
   -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
   local denial = redis.call('GET', dkey)
   if denial then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      reply[1] = now
+    end
     local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
     if left > 0 then
       reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
       return
     end
   end
-  local v = redis.call('GET', bkey)
-  if v then
-    local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
-      return
-    end
-  end
-  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+  -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
+  -- mark of its lockouts leaves it true).
+  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
   do
-    -- The window holding now (its id, its end), and the units counted in it: inline, as a call costs more than the work.
-    local id, stop
-    if fixedWindowType(window) == 'number' then
-      id = math.floor(now / window)
-      stop = (id + 1) * window
+    local n, ends, ttl, start, stop
+    s1, s2 = 0, 0
+    if now then
+      -- The window holding now (its start, its end), before anything is charged: a calendar window may fail.
+      if fixedWindowType(window) == 'number' then
+        start = math.floor(now / window) * window
+        stop = start + window
+      else
+        start, stop = calendarPeriod(window, now)
+      end
+    end
+    if cost > 0 then
+      local m = redis.pcall('INCRBY', key, cost)
+      if fixedWindowType(m) ~= 'number' then foreignValue(key, redis.call('GET', key)) end
+      n, s1 = m - cost, cost
+      if n < 0 then
+        -- An integer no counter holds: someone else's, given back as it was.
+        redis.call('DECRBY', key, cost)
+        foreignValue(key, tostring(n))
+      end
     else
-      id, stop = calendarPeriod(window, now)
+      local v = redis.call('GET', key)
+      n = v and fixedWindowCount(key, v) or 0
     end
-    local n, fresh = 0, true
-    local v = redis.call('GET', key)
-    if v then
-      local w, c = string.match(v, '^(%d+):(%d+)$')
-      if not w then foreignValue(key, v) end
-      if tonumber(w) == id then n, fresh = tonumber(c), false end
+    if n > 0 and not now then
+      -- The counter expires when its window ends, so its TTL is what is left of the window: no clock needed. In
+      -- its last 2 ms it may be the previous window's (Redis judges expiry at the script's start), which the clock tells.
+      ttl = redis.call('PTTL', key)
+      if ttl > 1 then ends = ttl end
     end
-    local ends = stop - now
+    if not ends then
+      if not now then
+        if not now then
+          local t = redis.call('TIME')
+          now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+          reply[1] = now
+        end
+        -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
+        start = math.floor(now / window) * window
+        stop = start + window
+      end
+      ends = stop - now
+      if n > 0 and now - start <= 1 and stop - start > 3 and (ttl or redis.call('PTTL', key)) + now <= start + 1 then
+        -- The previous window's counter, expiring at this window's start: Redis drops a key only after its time,
+        -- judged at the script's start, which TIME may read a ms later.
+        if cost > 0 then redis.call('SET', key, cost, 'PX', ends) end
+        n = 0
+      elseif (n == 0 and cost > 0) or ttl == -1 then
+        redis.call('PEXPIRE', key, ends)
+      end
+    end
+    s3 = n == 0
+    if n >= FIXED_WINDOW_MARKED then
+      n, s2 = n - FIXED_WINDOW_MARKED, 1
+    end
+    mark = s3 or s2 == 1
     if n + cost <= limit then
       ok, remaining, reset, retry, delay = true, limit - n - cost, 0, 0, 0
       if n + cost > 0 then reset = ends end
-      s1, s2, s3 = id, n + cost, fresh
     else
       ok, remaining, reset, retry, delay = false, limit - n, 0, ends, 0
       if n > 0 then reset = ends end
     end
     more = reset
   end
+  if mark then
+    local v = redis.call('GET', bkey)
+    if v then
+      if not now then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        reply[1] = now
+      end
+      local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
+      if left > 0 then
+        do
+          if s1 > 0 then
+            if s3 and s2 == 0 then redis.call('DEL', key) else redis.call('DECRBY', key, s1) end
+          end
+        end
+        reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
+        return
+      end
+    end
+  end
   local capacity = limit
   if ok and cost <= capacity then
     if mode == 'c' then
       do
-        -- The key lives until its window ends: set once per window, kept on every later hit.
-        if s2 ~= 0 and (s3 or cost ~= 0) then putState(key, string.format('%d:%d', s1, s2), s3 and reset or nil) end
+        if s2 == 1 then redis.call('INCRBY', key, FIXED_WINDOW_UNMARK) end
       end
     else
       -- A peek charges nothing: it reports the quota as it stands, what a check of cost 0 sees.
+      do
+        if s1 > 0 then
+          if s3 and s2 == 0 then redis.call('DEL', key) else redis.call('DECRBY', key, s1) end
+        end
+      end
       cost = 0
       do
-        -- The window holding now (its id, its end), and the units counted in it: inline, as a call costs more than the work.
-        local id, stop
-        if fixedWindowType(window) == 'number' then
-          id = math.floor(now / window)
-          stop = (id + 1) * window
+        local n, ends, ttl, start, stop
+        s1, s2 = 0, 0
+        if now then
+          -- The window holding now (its start, its end), before anything is charged: a calendar window may fail.
+          if fixedWindowType(window) == 'number' then
+            start = math.floor(now / window) * window
+            stop = start + window
+          else
+            start, stop = calendarPeriod(window, now)
+          end
+        end
+        if cost > 0 then
+          local m = redis.pcall('INCRBY', key, cost)
+          if fixedWindowType(m) ~= 'number' then foreignValue(key, redis.call('GET', key)) end
+          n, s1 = m - cost, cost
+          if n < 0 then
+            -- An integer no counter holds: someone else's, given back as it was.
+            redis.call('DECRBY', key, cost)
+            foreignValue(key, tostring(n))
+          end
         else
-          id, stop = calendarPeriod(window, now)
+          local v = redis.call('GET', key)
+          n = v and fixedWindowCount(key, v) or 0
         end
-        local n, fresh = 0, true
-        local v = redis.call('GET', key)
-        if v then
-          local w, c = string.match(v, '^(%d+):(%d+)$')
-          if not w then foreignValue(key, v) end
-          if tonumber(w) == id then n, fresh = tonumber(c), false end
+        if n > 0 and not now then
+          -- The counter expires when its window ends, so its TTL is what is left of the window: no clock needed. In
+          -- its last 2 ms it may be the previous window's (Redis judges expiry at the script's start), which the clock tells.
+          ttl = redis.call('PTTL', key)
+          if ttl > 1 then ends = ttl end
         end
-        local ends = stop - now
+        if not ends then
+          if not now then
+            if not now then
+              local t = redis.call('TIME')
+              now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+              reply[1] = now
+            end
+            -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
+            start = math.floor(now / window) * window
+            stop = start + window
+          end
+          ends = stop - now
+          if n > 0 and now - start <= 1 and stop - start > 3 and (ttl or redis.call('PTTL', key)) + now <= start + 1 then
+            -- The previous window's counter, expiring at this window's start: Redis drops a key only after its time,
+            -- judged at the script's start, which TIME may read a ms later.
+            if cost > 0 then redis.call('SET', key, cost, 'PX', ends) end
+            n = 0
+          elseif (n == 0 and cost > 0) or ttl == -1 then
+            redis.call('PEXPIRE', key, ends)
+          end
+        end
+        s3 = n == 0
+        if n >= FIXED_WINDOW_MARKED then
+          n, s2 = n - FIXED_WINDOW_MARKED, 1
+        end
+        mark = s3 or s2 == 1
         if n + cost <= limit then
           ok, remaining, reset, retry, delay = true, limit - n - cost, 0, 0, 0
           if n + cost > 0 then reset = ends end
-          s1, s2, s3 = id, n + cost, fresh
         else
           ok, remaining, reset, retry, delay = false, limit - n, 0, ends, 0
           if n > 0 then reset = ends end
@@ -300,12 +469,26 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
     return
   end
+  do
+    if s1 > 0 then
+      if s3 and s2 == 0 then redis.call('DEL', key) else redis.call('DECRBY', key, s1) end
+    end
+  end
   local status = VERDICT_LIMITED
   if cost > capacity then
     status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
   elseif blockFor > 0 and mode == 'c' then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      reply[1] = now
+    end
     -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
     redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
+    do
+      local v = redis.call('GET', key)
+      if v and fixedWindowCount(key, v) < FIXED_WINDOW_MARKED then redis.call('INCRBY', key, FIXED_WINDOW_MARK) end
+    end
     status, reset, retry, more = VERDICT_BLOCKED, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
   end
   reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = status, remaining, reset, retry, delay, more
@@ -393,6 +576,7 @@ local function change(mode, n, k, d)
       alg.refund(key, cost, limit, window, burst, now, token)
     else
       extendLockout(bkey, blockFor, token)
+      alg.lock(key)
     end
   end
 end
@@ -439,6 +623,7 @@ local function decide(mode, n, k, d, o, unit)
         elseif blockFor ~= 0 and mode == 'c' then
           local len, value, px = lockoutFor(blockFor, v)
           redis.call('SET', bkey, value, 'PX', px)
+          alg.lock(key)
           if len > retry then retry = len end
           if len > reset then reset = len end
           if len > more then more = len end
@@ -456,6 +641,13 @@ local function decide(mode, n, k, d, o, unit)
       reply[o + (i - 1) * 6 + 5] = verdicts[i].more
     end
     return
+  end
+  -- Nothing is charged: what a check charged at once is taken back.
+  for i = 1, n do
+    if verdicts[i] then
+      local alg, key = policy(k, d, i)
+      alg.undo(key, verdicts[i])
+    end
   end
 
   -- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as

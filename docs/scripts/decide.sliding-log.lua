@@ -81,7 +81,9 @@ local DECIDE_ONE = {}
 
   decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
-    now       the script's one reading of the server's TIME, ms
+    now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
+              reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
+              into reply[1] too
     mode      'c' consume or 'p' peek
     key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
@@ -132,7 +134,7 @@ end
 ALG[3] = {
   burst = false,
   check = function(key, cost, limit, window, burst, now, token)
-    local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+    local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0
     do
       local n = slidingLogTrim(key, window, now)
       if n + cost <= limit then
@@ -164,6 +166,12 @@ ALG[3] = {
     end
     r.more = more
   end,
+  undo = function(key, r)
+
+  end,
+  lock = function(key)
+
+  end,
   refund = function(key, cost, limit, window, burst, now, token)
     -- A negative cost is a penalty (or an overdraft): log that many units now, as an admitted request would,
     -- up to twice the limit (one entry per unit: penalties without end would be memory without end).
@@ -190,21 +198,20 @@ DECIDE_ONE[3] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
   -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
   local denial = redis.call('GET', dkey)
   if denial then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      reply[1] = now
+    end
     local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
     if left > 0 then
       reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
       return
     end
   end
-  local v = redis.call('GET', bkey)
-  if v then
-    local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
-      return
-    end
-  end
-  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+  -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
+  -- mark of its lockouts leaves it true).
+  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
   do
     local n = slidingLogTrim(key, window, now)
     if n + cost <= limit then
@@ -224,6 +231,21 @@ DECIDE_ONE[3] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
       if n > 0 then
         reset = slidingLogScore(key, -1) + window - now
         more = slidingLogScore(key, math.max(n - limit, 0)) + window - now
+      end
+    end
+  end
+  if mark then
+    local v = redis.call('GET', bkey)
+    if v then
+      if not now then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        reply[1] = now
+      end
+      local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
+      if left > 0 then
+        reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
+        return
       end
     end
   end
@@ -267,6 +289,11 @@ DECIDE_ONE[3] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
   if cost > capacity then
     status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
   elseif blockFor > 0 and mode == 'c' then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      reply[1] = now
+    end
     -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
     redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
     status, reset, retry, more = VERDICT_BLOCKED, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
@@ -356,6 +383,7 @@ local function change(mode, n, k, d)
       alg.refund(key, cost, limit, window, burst, now, token)
     else
       extendLockout(bkey, blockFor, token)
+      alg.lock(key)
     end
   end
 end
@@ -402,6 +430,7 @@ local function decide(mode, n, k, d, o, unit)
         elseif blockFor ~= 0 and mode == 'c' then
           local len, value, px = lockoutFor(blockFor, v)
           redis.call('SET', bkey, value, 'PX', px)
+          alg.lock(key)
           if len > retry then retry = len end
           if len > reset then reset = len end
           if len > more then more = len end
@@ -419,6 +448,13 @@ local function decide(mode, n, k, d, o, unit)
       reply[o + (i - 1) * 6 + 5] = verdicts[i].more
     end
     return
+  end
+  -- Nothing is charged: what a check charged at once is taken back.
+  for i = 1, n do
+    if verdicts[i] then
+      local alg, key = policy(k, d, i)
+      alg.undo(key, verdicts[i])
+    end
   end
 
   -- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as

@@ -7,7 +7,9 @@
   closure per block, which every call would build again) are spliced in where the marker stands, so no
   algorithm id is sent; the burst marker reads burst from the argument for an algorithm whose capacity it is.
   Its one argument holds the values joined by spaces, no JSON: parsing it costs Redis what cjson.decode did,
-  and one argument costs the client less than several.
+  and one argument costs the client less than several. The decision is decide-one.lua's function body written
+  inline (its returns as breaks out of a `repeat … until true`), and helpers the script never calls are left
+  out: every function a script defines is a closure Redis builds again on every call.
   The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
@@ -15,8 +17,12 @@
   ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
             (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
             whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
-            rest of the string as it is), left out with its space when empty
-  Reply: { now (server ms), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
+            rest of the string as it is), left out with its space when empty; every number in hex (a negative
+            cost, a lease's renewal, with its '-')
+        [2] present ('t') when the caller needs the server's clock in the reply (a charge that may be given
+            back later says when it was made); an algorithm that reads the clock only when it needs it
+            (fixed-window) reads it then, and replies now 0 when it did not
+  Reply: { now (server ms; 0 when not read), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
          a deny's reason in its place) }: decide.lua's six slots of one decision, reordered, with delay left
          out when 0 (no reason), and retry after too when delay is left out and it is 0 as well (an allowed
          decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
@@ -43,15 +49,6 @@ local function foreignValue(key, v)
     .. ' writes under this prefix. Give the rate limiter its own \'prefix\' or delete the key.', key, string.sub(v, 1, 40)) })
 end
 
--- Writes `key`'s value, expiring in px ms, or keeping the key's expiry when px is nil (a window's expiry,
--- set once when it moves).
-local function putState(key, value, px)
-  if px then
-    redis.call('SET', key, value, 'PX', px)
-  else
-    redis.call('SET', key, value, 'KEEPTTL')
-  end
-end
 
 --[[
   Shared by token-bucket, gcra and leaky-bucket (see bucket.ts): decide a request against a bucket whose
@@ -90,7 +87,9 @@ end
 
   decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
-    now       the script's one reading of the server's TIME, ms
+    now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
+              reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
+              into reply[1] too
     mode      'c' consume or 'p' peek
     key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
@@ -132,29 +131,57 @@ local function tokenBucketStore(key, debt, at, limit, window, burst)
 end
 
 
-local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
+-- Numbers come in hex: tonumber reads them with strtoul, where decimal takes strtod, several times the work.
+if string.byte(cost) == 45 then cost = -tonumber(string.sub(cost, 2), 16) else cost = tonumber(cost, 16) end
+limit, window = tonumber(limit, 16), tonumber(window, 16)
+local mode = 'c'
+blockFor = tonumber(blockFor, 16)
+if not blockFor then mode, blockFor = 'p', 0 end
+local burst = limit
+burst, token = tonumber(token, 16), ''
+local reply = { now or 0, 0, 0, 0, 0, 0, 0 }
+local o, key, bkey, dkey = 2, KEYS[1], KEYS[2], KEYS[3]
+repeat
   -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
   local denial = redis.call('GET', dkey)
   if denial then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      reply[1] = now
+    end
     local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
     if left > 0 then
       reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
+      break
     end
   end
-  local v = redis.call('GET', bkey)
-  if v then
-    local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
-      return
-    end
-  end
-  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+  -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
+  -- mark of its lockouts leaves it true).
+  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
   do
     local debt, at = tokenBucketDebt(key, limit, window, burst, now)
     ok, remaining, reset, retry, delay, more, s1 = bucket(debt, cost, limit, window, burst)
     s2 = at
+  end
+  if mark then
+    local v = redis.call('GET', bkey)
+    if v then
+      if not now then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        reply[1] = now
+      end
+      local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
+      if left > 0 then
+        reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
+        break
+      end
+    end
   end
   local capacity = burst
   if ok and cost <= capacity then
@@ -173,32 +200,24 @@ local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
       delay = 0
     end
     reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
-    return
+    break
   end
   local status = VERDICT_LIMITED
   if cost > capacity then
     status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
   elseif blockFor > 0 and mode == 'c' then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      reply[1] = now
+    end
     -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
     redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
     status, reset, retry, more = VERDICT_BLOCKED, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
   end
   reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = status, remaining, reset, retry, delay, more
-end
-
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
-limit = tonumber(limit)
-local mode = 'c'
-blockFor = tonumber(blockFor)
-if not blockFor then mode, blockFor = 'p', 0 end
-local burst = limit
-burst, token = tonumber(token), ''
-local reply = { now, 0, 0, 0, 0, 0, 0 }
-decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
--- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
+until true
+-- The decision wrote { status, remaining, reset, retry, delay, more } from slot 2.
 local retry, delay = reply[5], reply[6]
 reply[5] = reply[7]
 if delay ~= 0 then

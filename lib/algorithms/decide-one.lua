@@ -7,7 +7,9 @@
 
   decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
-    now       the script's one reading of the server's TIME, ms
+    now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
+              reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
+              into reply[1] too
     mode      'c' consume or 'p' peek
     key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
@@ -21,28 +23,36 @@ local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
   -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
   local denial = redis.call('GET', dkey)
   if denial then
+    --@now
     local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
     if left > 0 then
       reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
       return
     end
   end
-  local v = redis.call('GET', bkey)
-  if v then
-    local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
-      return
+  -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
+  -- mark of its lockouts leaves it true).
+  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
+  --@check
+  if mark then
+    local v = redis.call('GET', bkey)
+    if v then
+      --@now
+      local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
+      if left > 0 then
+        --@undo
+        reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_BLOCKED, 0, left, left, 0, left
+        return
+      end
     end
   end
-  local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
-  --@check
   --@capacity
   if ok and cost <= capacity then
     if mode == 'c' then
       --@commit
     else
       -- A peek charges nothing: it reports the quota as it stands, what a check of cost 0 sees.
+      --@undo
       cost = 0
       --@check
       delay = 0
@@ -50,12 +60,15 @@ local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
     return
   end
+  --@undo
   local status = VERDICT_LIMITED
   if cost > capacity then
     status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
   elseif blockFor > 0 and mode == 'c' then
+    --@now
     -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
     redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
+    --@lock
     status, reset, retry, more = VERDICT_BLOCKED, math.max(reset, blockFor), math.max(retry, blockFor), math.max(more, blockFor)
   end
   reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = status, remaining, reset, retry, delay, more

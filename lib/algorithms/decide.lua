@@ -150,6 +150,7 @@ local function change(mode, n, k, d)
       alg.refund(key, cost, limit, window, burst, now, token)
     else
       extendLockout(bkey, blockFor, token)
+      alg.lock(key)
     end
   end
 end
@@ -196,6 +197,7 @@ local function decide(mode, n, k, d, o, unit)
         elseif blockFor ~= 0 and mode == 'c' then
           local len, value, px = lockoutFor(blockFor, v)
           redis.call('SET', bkey, value, 'PX', px)
+          alg.lock(key)
           if len > retry then retry = len end
           if len > reset then reset = len end
           if len > more then more = len end
@@ -213,6 +215,13 @@ local function decide(mode, n, k, d, o, unit)
       reply[o + (i - 1) * 6 + 5] = verdicts[i].more
     end
     return
+  end
+  -- Nothing is charged: what a check charged at once is taken back.
+  for i = 1, n do
+    if verdicts[i] then
+      local alg, key = policy(k, d, i)
+      alg.undo(key, verdicts[i])
+    end
   end
 
   -- Nothing was charged (a peek, or another policy rejected): a policy that allowed reports its quota as

@@ -20,7 +20,7 @@ export interface FixedWindowState {
 export class FixedWindowAlgorithm implements RateLimitAlgorithm<FixedWindowState> {
   readonly name = 'fixed-window';
   readonly id = 1;
-  readonly keyTag = 'f';
+  readonly keyTag = 'fw';
   readonly redisType = 'string';
   readonly usesBurst = false;
   readonly lua = readFileSync(join(__dirname, 'fixed-window.lua'), 'utf8');

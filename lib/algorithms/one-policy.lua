@@ -7,7 +7,9 @@
   closure per block, which every call would build again) are spliced in where the marker stands, so no
   algorithm id is sent; the burst marker reads burst from the argument for an algorithm whose capacity it is.
   Its one argument holds the values joined by spaces, no JSON: parsing it costs Redis what cjson.decode did,
-  and one argument costs the client less than several.
+  and one argument costs the client less than several. The decision is decide-one.lua's function body written
+  inline (its returns as breaks out of a `repeat … until true`), and helpers the script never calls are left
+  out: every function a script defines is a closure Redis builds again on every call.
   The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
@@ -15,8 +17,12 @@
   ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
             (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
             whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
-            rest of the string as it is), left out with its space when empty
-  Reply: { now (server ms), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
+            rest of the string as it is), left out with its space when empty; every number in hex (a negative
+            cost, a lease's renewal, with its '-')
+        [2] present ('t') when the caller needs the server's clock in the reply (a charge that may be given
+            back later says when it was made); an algorithm that reads the clock only when it needs it
+            (fixed-window) reads it then, and replies now 0 when it did not
+  Reply: { now (server ms; 0 when not read), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
          a deny's reason in its place) }: decide.lua's six slots of one decision, reordered, with delay left
          out when 0 (no reason), and retry after too when delay is left out and it is 0 as well (an allowed
          decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
@@ -25,18 +31,20 @@
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 --@fragments
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@clock
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
-limit = tonumber(limit)
+-- Numbers come in hex: tonumber reads them with strtoul, where decimal takes strtod, several times the work.
+if string.byte(cost) == 45 then cost = -tonumber(string.sub(cost, 2), 16) else cost = tonumber(cost, 16) end
+limit, window = tonumber(limit, 16), tonumber(window, 16)
 local mode = 'c'
-blockFor = tonumber(blockFor)
+blockFor = tonumber(blockFor, 16)
 if not blockFor then mode, blockFor = 'p', 0 end
 local burst = limit
 --@burst
-local reply = { now, 0, 0, 0, 0, 0, 0 }
-decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
--- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
+local reply = { now or 0, 0, 0, 0, 0, 0, 0 }
+local o, key, bkey, dkey = 2, KEYS[1], KEYS[2], KEYS[3]
+--@decide
+-- The decision wrote { status, remaining, reset, retry, delay, more } from slot 2.
 local retry, delay = reply[5], reply[6]
 reply[5] = reply[7]
 if delay ~= 0 then

@@ -28,6 +28,8 @@ export interface PolicyRequest {
   cost: number;
   /** Lease id (`concurrency`); generated when absent. */
   token?: string;
+  /** Its charge may be settled later (a reservation): as `countOnly` and `settle`, units may come back. */
+  settled?: true;
 }
 
 /**
@@ -106,7 +108,7 @@ export class RateLimitEngine {
   calls(tracker: string | TrackerKeys, requests: readonly PolicyRequest[]): RateLimitCall[] {
     const keys = typeof tracker === 'string' ? this.keys.get(tracker) : tracker;
     const denyKey = keys.get(DENY_KEY_SUFFIX).key;
-    return requests.map(({ compiled, params, cost, token }) => {
+    return requests.map(({ compiled, params, cost, token, settled }) => {
       const state = keys.get(compiled.stateKeySuffix);
       return {
         algorithm: compiled.algorithm,
@@ -120,7 +122,7 @@ export class RateLimitEngine {
         blockKey: keys.get(compiled.blockKeySuffix).key,
         token: compiled.algorithm.name === 'concurrency' ? (token ?? randomUUID()) : '',
         fallback: compiled.policy.onStoreError ?? this.options.onStoreError ?? DEFAULT_STORE_FALLBACK,
-        refundable: compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined,
+        refundable: settled === true || compiled.policy.countOnly !== undefined || compiled.policy.settle !== undefined,
         slice: compiled.policy.slice ?? 0,
       };
     });

@@ -51,7 +51,10 @@ export interface RateLimitCall {
   denyKey?: string;
   /** What this call gets when the store fails or misses its deadline. */
   fallback: StoreFallback;
-  /** Whether units may be given back later (`countOnly`, `settle`), so a rejection is not final until its retry time. */
+  /**
+   * Whether units may be given back later (`countOnly`, `settle`, a reservation), so a rejection is not final
+   * until its retry time, and the decision's `nowMs` must be the store's reading (a settlement says when it charged).
+   */
   refundable: boolean;
   /** Units an instance takes from the store at a time and spends in-process (policy `slice`); 0 or absent: none. */
   slice?: number;

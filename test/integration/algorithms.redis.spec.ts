@@ -26,7 +26,7 @@ const L = 5;
 const W = 400;
 const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const TAG: Record<RateLimitAlgorithmName, string> = {
-  'fixed-window': 'f',
+  'fixed-window': 'fw',
   'sliding-window': 's',
   'sliding-log': 'sl',
   'token-bucket': 't',

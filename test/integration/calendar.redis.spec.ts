@@ -90,7 +90,7 @@ describe.each(['standalone', 'cluster'] as const)('calendar windows on Redis (%s
     const { client, store } = targets[target];
     const t = await redisNow(client);
     const starts = offsets.map((o) => t + o * S);
-    const [start, end] = [starts[picked], starts[picked + 1]];
+    const end = starts[picked + 1];
     const calls = callFor(calendarPolicy({ calendar: 'day' }), synthetic(starts), 2);
     const replay = new MemoryStore({ clock: () => now });
     let now = 0;
@@ -156,8 +156,8 @@ describe.each(['standalone', 'cluster'] as const)('calendar windows on Redis (%s
         reason: Verdict.Limited,
       },
     ]);
-    // The window id is the period's start; the key lives until the period's end, no longer.
-    expect(await client.get(calls[0].stateKey)).toBe(`${start}:2`);
+    // The key counts the period's units and lives until the period's end, no longer.
+    expect(await client.get(calls[0].stateKey)).toBe('2');
     const pttl = await client.pttl(calls[0].stateKey);
     expect(pttl).toBeGreaterThan(left(steps[0]) - 5 * S);
     expect(pttl).toBeLessThanOrEqual(left(steps[0]));
@@ -207,7 +207,10 @@ describe.each(['standalone', 'cluster'] as const)('calendar windows on Redis (%s
         const ends = end(d.nowMs);
         expect(d.verdicts[0]).toMatchObject({ allowed: true, remaining: 2, resetMs: ends - d.nowMs, moreQuotaMs: ends - d.nowMs });
         expect(compiled.staticParams!.periods!.endOf(compiled.staticParams!.periods!.startAt(d.nowMs))).toBe(ends);
-        expect(await client.get(calls[0].stateKey)).toBe(`${compiled.staticParams!.periods!.startAt(d.nowMs)}:1`);
+        expect(await client.get(calls[0].stateKey)).toBe('1');
+        const pttl = await client.pttl(calls[0].stateKey);
+        expect(pttl).toBeGreaterThan(ends - d.nowMs - 60_000);
+        expect(pttl).toBeLessThanOrEqual(ends - d.nowMs);
       }
     }
   });

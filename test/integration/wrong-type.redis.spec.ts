@@ -14,7 +14,7 @@ import { startRedis, type RedisProcess } from '../support/redis-server';
 const PREFIX = 'wt';
 
 const CASES: Array<{ algorithm: RateLimitAlgorithmName; tag: string; type: 'string' | 'zset' }> = [
-  { algorithm: 'fixed-window', tag: 'f', type: 'string' },
+  { algorithm: 'fixed-window', tag: 'fw', type: 'string' },
   { algorithm: 'sliding-window', tag: 's', type: 'string' },
   { algorithm: 'sliding-log', tag: 'sl', type: 'zset' },
   { algorithm: 'token-bucket', tag: 't', type: 'string' },
@@ -151,7 +151,7 @@ it('consumeAll names the one key that is foreign, not its neighbours', async () 
 it('in a batch (decisions of one tick share a call), only the decision that meets foreign data fails', async () => {
   // A day's window: the counts read back below must not cross a window's end (a 10 s one did, on a busy run).
   const policy: RateLimitPolicy = { algorithm: 'fixed-window', limit: 3, window: 86_400_000 };
-  const foreignKey = `${PREFIX}:{by%3Avictim}:svc:default:f`;
+  const foreignKey = `${PREFIX}:{by%3Avictim}:svc:default:fw`;
   await FOREIGN.list(redis, foreignKey);
   const outcomes = await Promise.allSettled(['a', 'victim', 'b', 'a'].map((tracker) => limiter.consume(policy, tracker)));
   expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import type { RateLimitCall, StoreDecision, StoreVerdict } from '../store.interface';
 import { Verdict } from '../verdicts';
+import { readsClockLazily } from './redis-scripts';
 
 /**
  * The wire format of the decision scripts (algorithms/decide.lua), shared by every Redis client's transport:
@@ -88,15 +89,31 @@ export function isOnePolicy(calls: readonly RateLimitCall[], mode: string): bool
  * A one-policy decision's keys and argument (algorithms/one-policy.lua, for a call {@link isOnePolicy} accepts): the keys
  * {@link DecideCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
  * algorithm, so no id): cost, limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose
- * capacity it is, else the token when there is one (last: it may hold spaces).
+ * capacity it is, else the token when there is one (last: it may hold spaces); numbers in hex, which Redis's Lua
+ * reads for a fraction of what decimal costs it.
  */
+/**
+ * Shortest window whose decisions may leave the clock unread: {@link ServerClock} then finds the server's now
+ * exactly from the window's end, while its estimate is within half a window (5 s here) of the server's clock.
+ */
+export const LAZY_CLOCK_MIN_WINDOW_MS = 10_000;
+
 export function onePolicyCall(call: RateLimitCall, mode: string): { keys: string[]; args: string[] } {
   const { algorithm, cost, params, token } = call;
-  const packed = `${cost} ${params.limit} ${params.windowMs} ${mode === 'p' ? 'p' : call.blockForMs}`;
-  return {
-    keys: [call.stateKey, call.blockKey, denyKeyOf(call)],
-    args: [algorithm.usesBurst ? `${packed} ${params.burst}` : token === '' ? packed : `${packed} ${token}`],
-  };
+  const packed = `${cost.toString(16)} ${params.limit.toString(16)} ${params.windowMs.toString(16)} ${mode === 'p' ? 'p' : call.blockForMs.toString(16)}`;
+  const args = [algorithm.usesBurst ? `${packed} ${params.burst.toString(16)}` : token === '' ? packed : `${packed} ${token}`];
+  if (readsClockLazily(algorithm) && needsClock(call, mode)) args.push('t');
+  return { keys: [call.stateKey, call.blockKey, denyKeyOf(call)], args };
+}
+
+/**
+ * Whether a one-policy decision's script must read the server's clock for its `nowMs`: a peek (its caller
+ * measures from that clock), a charge that may be settled later (a settlement says when it charged), a slice's
+ * grant (it expires on that clock), and a window under {@link LAZY_CLOCK_MIN_WINDOW_MS}. Any other fixed-window
+ * decision reads the clock only on its window's first hit, and {@link ServerClock} finds its `nowMs`.
+ */
+function needsClock(call: RateLimitCall, mode: string): boolean {
+  return mode === 'p' || call.refundable || (call.slice ?? 0) > 0 || call.params.windowMs < LAZY_CLOCK_MIN_WINDOW_MS;
 }
 
 /** A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag. */

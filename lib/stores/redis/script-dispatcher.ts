@@ -17,6 +17,7 @@ import {
 } from './redis-codec';
 import { composeAcrossSlotsScript, composeDecideScript, composeOnePolicyScript } from './redis-scripts';
 import { cannotRunAcrossSlots, NOT_HERE, nothingRan, OUTAGE_REPLY } from './script-replies';
+import { ServerClock } from './server-clock';
 import type { RedisScriptTransport, ScriptCall, ScriptRunner } from './transports/redis-transport';
 
 /**
@@ -74,6 +75,7 @@ export class ScriptDispatcher {
   private queue: Queued[] = [];
   /** Policy decisions in {@link queue} (a batch leaves at {@link MAX_BATCH}). */
   private queuedPolicies = 0;
+  private readonly clock = new ServerClock();
 
   constructor(
     private readonly transport: RedisScriptTransport,
@@ -148,7 +150,9 @@ export class ScriptDispatcher {
   private sendDecision(q: Queued): void {
     const call = ownCall(q.calls, q.mode);
     this.sendOwnCall(q.calls, q.mode, call)
-      .then((reply) => (call.script === 'one-policy' ? q.resolve(parseOnePolicyReply(reply as Reply)) : this.settle([q], reply as Reply)))
+      .then((reply) =>
+        call.script === 'one-policy' ? q.resolve(this.onePolicyDecision(reply as Reply, q.calls[0])) : this.settle([q], reply as Reply),
+      )
       .catch(q.reject);
   }
 
@@ -173,7 +177,7 @@ export class ScriptDispatcher {
       // The one-policy script fails the call on an error (a key of the wrong type) where decide.lua reports it in place.
       this.transport
         .evalScript(this.onePolicy.get(first.calls[0].algorithm.name)!.script, keys, args)
-        .then((reply) => first.resolve(parseOnePolicyReply(reply as Reply)))
+        .then((reply) => first.resolve(this.onePolicyDecision(reply as Reply, first.calls[0])))
         .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
       return;
     }
@@ -262,7 +266,7 @@ export class ScriptDispatcher {
         batch.forEach((q, i) => {
           const [error, reply] = replies[i] ?? [new RateLimitStoreError('no reply in the pipeline'), undefined];
           if (!error) {
-            if (own[i].script === 'one-policy') q.resolve(parseOnePolicyReply(reply as Reply));
+            if (own[i].script === 'one-policy') q.resolve(this.onePolicyDecision(reply as Reply, q.calls[0]));
             else this.settle([q], reply as Reply);
           } else if (nothingRan(error)) this.sendDecision(q);
           else this.explainError(q.calls, error).then(q.reject, q.reject);
@@ -287,6 +291,11 @@ export class ScriptDispatcher {
     q.master = this.masterOf(q.calls[0].stateKey);
     if (q.master === undefined) return this.sendDecision(q);
     if (this.queue.push(q) === 1) setImmediate(() => this.sendPerMaster());
+  }
+
+  /** A one-policy script's reply to `call`, as the decision it holds (its now found when the script read no clock). */
+  private onePolicyDecision(reply: Reply, call: RateLimitCall): StoreDecision {
+    return this.clock.complete(parseOnePolicyReply(reply), call.params.windowMs);
   }
 
   /** The script a call of its own runs, for a pipeline (which sends scripts, not prepared commands). */
