@@ -7,6 +7,7 @@ import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
+import { RateLimitAdaptiveLimits } from './overload/adaptive-limits';
 import { CallCriticalities } from './overload/call-criticality';
 import type { RateLimitCriticality } from './interfaces/overload.interface';
 import type { LoadShedder } from './overload/load-shedder';
@@ -57,6 +58,8 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly userFallbacks = new UserFallbackWarnings();
   /** Each call's criticality, for adaptive limits partitioned by it. */
   private readonly criticalities: CallCriticalities;
+  /** Where the adaptive limits' admissions are told (the module's event bus). */
+  private readonly adaptiveLimits: RateLimitAdaptiveLimits;
   /** Option `loadShedding`'s shedder, when it is set. */
   private readonly shedder: LoadShedder | undefined;
 
@@ -66,7 +69,9 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     holds: RateLimitHolds,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
     @Optional() shedding?: RateLimitLoadShedding,
+    @Optional() adaptiveLimits?: RateLimitAdaptiveLimits,
   ) {
+    this.adaptiveLimits = adaptiveLimits ?? new RateLimitAdaptiveLimits(options.hooks, options.nearLimitRatio);
     this.trackers = routeTrackers(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     const profile = headerProfile(options.headerProfile);
@@ -119,7 +124,9 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   ): boolean | Promise<boolean> {
     if (plan.adaptive === undefined || !caller.hearsEnd)
       return plan.policies.length === 0 || this.decideStore(context, caller, plan, undefined);
+    const started = this.adaptiveLimits.started();
     const admission = AdaptiveAdmission.admit(plan.adaptive, criticality ?? this.criticalities.of(context));
+    this.adaptiveLimits.report(admission.admitted, admission.decisions, started);
     if (!admission.admitted) return rejectSoon(this.responder.refuse(caller, admission));
     if (plan.policies.length === 0) return this.responder.respond(context, caller, plan, admittedOnly(admission));
     try {
