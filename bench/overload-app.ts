@@ -3,13 +3,14 @@
  * Fastify, whose `GET /query` waits on a simulated database, a semaphore of BENCH_OVERLOAD_DB_CAPACITY
  * permits each held BENCH_OVERLOAD_SERVICE_MS (queueing beyond, first come first served). With
  * BENCH_OVERLOAD_ADAPTIVE set, the route has an adaptive limit of that strategy; otherwise it has no policy.
- * Prints `READY <port>` once it listens.
+ * `GET /stats` tells how many queries the database has running or waiting. Prints `READY <port>` once it
+ * listens.
  */
 import 'reflect-metadata';
 import { Controller, Get, Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import { RateLimit, RateLimitModule } from '../lib';
+import { RateLimit, RateLimitModule, SkipRateLimit } from '../lib';
 import type { RateLimitAdaptiveStrategy } from '../lib/interfaces/overload.interface';
 
 const CAPACITY = Number(process.env.BENCH_OVERLOAD_DB_CAPACITY ?? 20);
@@ -21,6 +22,11 @@ const STRATEGY = process.env.BENCH_OVERLOAD_ADAPTIVE as RateLimitAdaptiveStrateg
 class SimulatedDatabase {
   private free = CAPACITY;
   private readonly waiting: Array<() => void> = [];
+
+  /** Queries running or waiting for a permit. */
+  get inflight(): number {
+    return CAPACITY - this.free + this.waiting.length;
+  }
 
   async query(): Promise<void> {
     if (this.free > 0) this.free--;
@@ -40,6 +46,13 @@ class QueryController {
   async query(): Promise<string> {
     await this.db.query();
     return 'ok';
+  }
+
+  /** What the bench samples once a second. */
+  @Get('stats')
+  @SkipRateLimit()
+  stats(): { inflight: number } {
+    return { inflight: this.db.inflight };
   }
 }
 

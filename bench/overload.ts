@@ -57,8 +57,10 @@ interface Run {
   admitted: number[];
   refused: number;
   errors: number;
-  /** The adaptive limit stated once a second (`undefined`: no limit on the route). */
-  limits: Array<number | undefined>;
+  /** Where the app stood at the end of each second of the run. */
+  samples: Sample[];
+  /** The p99 of the 2xx responses that ended in each second, ms. */
+  p99s: number[];
 }
 
 /** Boots the app (with an adaptive limit of `strategy`, or none) and resolves with it and its port. */
@@ -81,22 +83,37 @@ async function boot(strategy: string | undefined): Promise<{ child: ChildProcess
   return { child, port };
 }
 
-/** The adaptive limit stated by one response's `RateLimit-Policy` (`q`), `undefined` without one. */
-function statedLimit(port: number): Promise<number | undefined> {
+/** One `GET` of `path`: the response's headers and body. */
+function fetchOnce(port: number, path: string): Promise<{ headers: Record<string, unknown>; body: string } | undefined> {
   return new Promise((resolve) => {
-    const req = get({ host: '127.0.0.1', port, path: '/query' }, (res) => {
-      res.resume();
-      const q = /;q=(\d+)/.exec(String(res.headers['ratelimit-policy'] ?? ''))?.[1];
-      resolve(q === undefined ? undefined : Number(q));
+    const req = get({ host: '127.0.0.1', port, path }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ headers: res.headers, body }));
     });
     req.on('error', () => resolve(undefined));
   });
 }
 
-/** Samples {@link statedLimit} every `everyMs` until `stop` is called, for the limit's course over the run. */
-function traceLimit(port: number, everyMs: number): () => Promise<Array<number | undefined>> {
-  const samples: Array<Promise<number | undefined>> = [];
-  const timer = setInterval(() => samples.push(statedLimit(port)), everyMs);
+/** Where the app stood at one moment: the database's queries in flight, and the adaptive limit if any. */
+interface Sample {
+  inflight: number | undefined;
+  limit: number | undefined;
+}
+
+async function sample(port: number, limited: boolean): Promise<Sample> {
+  const [stats, probe] = await Promise.all([fetchOnce(port, '/stats'), limited ? fetchOnce(port, '/query') : undefined]);
+  const inflight = stats && (JSON.parse(stats.body) as { inflight: number }).inflight;
+  // The probe's `RateLimit-Policy` states the limit (`q`), admitted or refused.
+  const q = /;q=(\d+)/.exec(String(probe?.headers['ratelimit-policy'] ?? ''))?.[1];
+  return { inflight, limit: q === undefined ? undefined : Number(q) };
+}
+
+/** Samples the app once a second until the returned function is called, for its course over the run. */
+function trace(port: number, limited: boolean): () => Promise<Sample[]> {
+  const samples: Array<Promise<Sample>> = [];
+  const timer = setInterval(() => samples.push(sample(port, limited)), 1000);
   return () => {
     clearInterval(timer);
     return Promise.all(samples);
@@ -109,15 +126,17 @@ function traceLimit(port: number, everyMs: number): () => Promise<Array<number |
  * the start of each second; the load is split into {@link WAVES} instances started evenly through the first
  * second, so that requests arrive in small bursts all through it, as independent clients' would.
  */
-async function load(port: number, seconds: number, connections: number, rate?: number): Promise<Run> {
+async function load(port: number, seconds: number, connections: number, rate?: number, limited = false): Promise<Run> {
   const waves = rate === undefined ? 1 : Math.min(WAVES, connections);
   const admitted: number[] = [];
+  /** The 2xx latencies of each second of the run, by when they ended. */
+  const perSecond: number[][] = [];
   let refused = 0;
   // Goodput counts from when every wave runs to when the first stops.
   let steady = 0;
   const steadyFrom = performance.now() + 1000;
   const steadyTo = steadyFrom + (seconds - 1) * 1000;
-  const stopTracing = traceLimit(port, 1000);
+  const stopTracing = trace(port, limited);
   const started = performance.now();
   const results = await Promise.all(
     Array.from({ length: waves }, async (_, i) => {
@@ -134,16 +153,23 @@ async function load(port: number, seconds: number, connections: number, rate?: n
           admitted.push(ms);
           const now = performance.now();
           if (now >= steadyFrom && now < steadyTo) steady++;
+          (perSecond[Math.floor((now - started) / 1000)] ??= []).push(ms);
         } else refused++;
       });
       return instance;
     }),
   );
   const elapsed = (performance.now() - started) / 1000;
-  const limits = await stopTracing();
+  const samples = await stopTracing();
   admitted.sort((a, b) => a - b);
   const goodput = steady / (seconds - 1);
-  return { elapsed, goodput, admitted, refused, errors: results.reduce((n, r) => n + r.errors, 0), limits };
+  const p99s = samples.map((_, i) =>
+    quantile(
+      (perSecond[i] ?? []).sort((x, y) => x - y),
+      0.99,
+    ),
+  );
+  return { elapsed, goodput, admitted, refused, errors: results.reduce((n, r) => n + r.errors, 0), samples, p99s };
 }
 
 /** The `i`-th of `parts` near-equal whole shares of `total`. */
@@ -174,7 +200,7 @@ async function measure(strategy: string | undefined, seconds: number, connection
     // Warm-up at a light load (the JIT, Fastify's and Nest's first calls); an adaptive limit learns nothing
     // from it, as it is never half full.
     await load(app.port, WARMUP_SECONDS, UNLOADED_CONNECTIONS);
-    return await load(app.port, seconds, connections, rate);
+    return await load(app.port, seconds, connections, rate, strategy !== undefined);
   } finally {
     await stopChild(app.child);
   }
@@ -202,7 +228,15 @@ async function main(): Promise<void> {
   const p99 = quantile(adaptive.admitted, 0.99);
   const goodput = adaptive.goodput / CAPACITY_RPS;
   const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
-  console.log(`\nthe adaptive limit once a second: ${adaptive.limits.map((l) => l ?? '–').join(' ')}`);
+  console.log(`\nsecond by second (the database's queries in flight and the limit sampled at its end, p99 of the 2xx ended in it):\n`);
+  console.log('| s | no limit: in flight | p99 ms | adaptive: limit | in flight | p99 ms |');
+  console.log('| ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (let i = 0; i < Math.max(without.samples.length, adaptive.samples.length); i++) {
+    const [w, a] = [without.samples[i], adaptive.samples[i]];
+    console.log(
+      `| ${i + 1} | ${w?.inflight ?? '–'} | ${fixed(without.p99s[i] ?? NaN, 0)} | ${a?.limit ?? '–'} | ${a?.inflight ?? '–'} | ${fixed(adaptive.p99s[i] ?? NaN, 0)} |`,
+    );
+  }
   console.log(`\ntargets with the adaptive limit:`);
   console.log(
     `- p99 ${fixed(p99)} ms ≤ 3 × unloaded p99 ${fixed(unloadedP99)} ms = ${fixed(3 * unloadedP99)} ms: ${verdict(p99 <= 3 * unloadedP99)}`,
