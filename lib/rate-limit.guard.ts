@@ -38,8 +38,8 @@ const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;
  * `RateLimitStoreUnavailableException` (503), and when this instance is short of capacity (an adaptive limit,
  * `loadShedding`) with a `RateLimitOverloadedException` (503 with `Retry-After`; a GraphQL error coded
  * `SERVICE_UNAVAILABLE`); gateways get a `WsException` and microservices an `RpcException` carrying the same
- * status, message and `retryAfter`. While the store is down, a rejection
- * by the `insurance` fallback (the default) is a 429 like any other, with the in-process twin's wait. A
+ * status, message and `retryAfter`. While the store is down, a rejection by the `insurance` fallback (the
+ * default) is a 429 like any other, with the in-process twin's wait. A
  * policy function (`by`, `limit`, `window`, `cost`) whose promise has not settled within
  * `userFunctionTimeoutMs` fails the call (HTTP 500, the error naming the policy and the function), and what
  * the call had already taken is given back.

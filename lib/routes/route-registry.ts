@@ -132,10 +132,7 @@ export class RateLimitRouteRegistry implements OnModuleInit {
       plan = byName === undefined ? undefined : byHandler.get(byName);
       if (plan === undefined) {
         const source = this.source(controller, handler, method);
-        plan = source && this.learn(buildRoutePlan(source, this.algorithms));
-        if (plan)
-          for (const { compiled, limiter } of plan.adaptive ?? [])
-            this.adaptiveLimits.add({ policy: compiled.name, route: plan.route, limiter });
+        plan = source && this.listAdaptive(this.learn(buildRoutePlan(source, this.algorithms)));
         // Every policy skipped by name (@SkipRateLimit('a', 'b')): the route is not limited.
         if (plan && plan.policies.length === 0 && plan.adaptive === undefined) plan = null;
       }
@@ -160,6 +157,12 @@ export class RateLimitRouteRegistry implements OnModuleInit {
       if (policies === undefined) this.named.set(compiled.name, (policies = new Set()));
       policies.add(compiled);
     }
+    return plan;
+  }
+
+  /** Lists the adaptive limits of a route's `plan` (one per route and policy), for the metrics' gauges. */
+  private listAdaptive(plan: RoutePlan): RoutePlan {
+    for (const { compiled, limiter } of plan.adaptive ?? []) this.adaptiveLimits.add({ policy: compiled.name, route: plan.route, limiter });
     return plan;
   }
 
