@@ -104,6 +104,7 @@ export {
   RateLimitStoreUnavailableProblemException,
   RateLimitOverloadedException,
   RateLimitOverloadedProblemException,
+  GraphqlRateLimitOverloadedException,
   RATE_LIMIT_QUOTA_EXCEEDED_TYPE,
   RATE_LIMIT_TEMPORARY_REDUCED_CAPACITY_TYPE,
   PROBLEM_JSON_CONTENT_TYPE,
@@ -113,6 +114,7 @@ export {
   type RateLimitStoreUnavailableProblemDetails,
   type RateLimitOverloadedBody,
   type RateLimitOverloadedProblemDetails,
+  type RateLimitGraphqlOverloadedErrorExtensions,
 } from './rate-limit.exception';
 export type { RateLimitWsErrorPayload } from './contexts/ws.context';
 export type { RateLimitRpcErrorPayload } from './contexts/rpc.context';

@@ -205,6 +205,37 @@ export class RateLimitOverloadedException extends HttpException {
   }
 }
 
+/** `extensions` of the GraphQL error of a field refused because this instance is short of capacity. */
+export interface RateLimitGraphqlOverloadedErrorExtensions {
+  /** Told apart from a rate limit's `'RATE_LIMITED'`: the server's capacity, not the client's quota, ran out. */
+  code: 'SERVICE_UNAVAILABLE';
+  /** Whole seconds after which a retry may find capacity. */
+  retryAfter: number;
+}
+
+/**
+ * Thrown by {@link RateLimitGuard} when an adaptive limit or the load shedder refuses a GraphQL resolver call:
+ * a {@link RateLimitOverloadedException} (exception filters, `getStatus()` 503) whose `extensions` graphql-js
+ * copies onto the field's error: `{ code: 'SERVICE_UNAVAILABLE', retryAfter }`. As with the 429's
+ * {@link GraphqlRateLimitExceededException}, the other fields still resolve and the HTTP status stays 200.
+ *
+ * Its `getResponse()` body has no `statusCode`, so that `@nestjs/apollo` keeps the code rather than rewriting
+ * it to `INTERNAL_SERVER_ERROR`.
+ */
+export class GraphqlRateLimitOverloadedException extends RateLimitOverloadedException {
+  /** The GraphQL error's `extensions`. */
+  readonly extensions: RateLimitGraphqlOverloadedErrorExtensions;
+
+  constructor(message: string, retryAfter: number, decisions: readonly RateLimitDecision[] = []) {
+    super(message, retryAfter, decisions);
+    this.extensions = { code: 'SERVICE_UNAVAILABLE', retryAfter };
+  }
+
+  protected static override responseBody(message: string, retryAfter: number): object {
+    return { message, error: 'Service Unavailable', retryAfter };
+  }
+}
+
 /**
  * The problem type of draft-ietf-httpapi-ratelimit-headers for a request refused because the server's capacity
  * is temporarily reduced (its "Problem Types" section; recommended status 503).

@@ -7,11 +7,12 @@ import { RateLimitHolds } from './http/request-holds';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
+import { RateLimitAdaptiveLimits } from './overload/adaptive-limits';
 import { CallCriticalities } from './overload/call-criticality';
 import type { RateLimitCriticality } from './interfaces/overload.interface';
 import type { LoadShedder } from './overload/load-shedder';
 import { RateLimitLoadShedding } from './overload/rate-limit-load-shedding';
-import { AdaptiveAdmission, overloaded } from './routes/route-adaptive';
+import { AdaptiveAdmission } from './routes/route-adaptive';
 import { decideRoute, routeTrackers, type RouteOutcome, type RouteTracker } from './routes/decide-route';
 import type { RoutePlan } from './routes/route-plan';
 import { RateLimitRouteRegistry } from './routes/route-registry';
@@ -34,9 +35,11 @@ const DEFAULT_USER_FUNCTION_TIMEOUT_MS = 5_000;
  * microservice handlers (module option `contexts`). Registered as `APP_GUARD` by `RateLimitModule` (unless
  * `registerGuard: false`, then use `@UseGuards(RateLimitGuard)`). Over HTTP and GraphQL it rejects with a
  * `RateLimitExceededException` (429) or, when the store is down and `onStoreError` is `'fail-closed'`, a
- * `RateLimitStoreUnavailableException` (503); gateways get a `WsException` and microservices an
- * `RpcException` carrying the same status, message and `retryAfter`. While the store is down, a rejection
- * by the `insurance` fallback (the default) is a 429 like any other, with the in-process twin's wait. A
+ * `RateLimitStoreUnavailableException` (503), and when this instance is short of capacity (an adaptive limit,
+ * `loadShedding`) with a `RateLimitOverloadedException` (503 with `Retry-After`; a GraphQL error coded
+ * `SERVICE_UNAVAILABLE`); gateways get a `WsException` and microservices an `RpcException` carrying the same
+ * status, message and `retryAfter`. While the store is down, a rejection by the `insurance` fallback (the
+ * default) is a 429 like any other, with the in-process twin's wait. A
  * policy function (`by`, `limit`, `window`, `cost`) whose promise has not settled within
  * `userFunctionTimeoutMs` fails the call (HTTP 500, the error naming the policy and the function), and what
  * the call had already taken is given back.
@@ -55,9 +58,10 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly userFallbacks = new UserFallbackWarnings();
   /** Each call's criticality, for adaptive limits partitioned by it. */
   private readonly criticalities: CallCriticalities;
+  /** Where the adaptive limits' admissions are told (the module's event bus). */
+  private readonly adaptiveLimits: RateLimitAdaptiveLimits;
   /** Option `loadShedding`'s shedder, when it is set. */
   private readonly shedder: LoadShedder | undefined;
-  private readonly problemJson: boolean;
 
   constructor(
     private readonly routes: RateLimitRouteRegistry,
@@ -65,7 +69,9 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     holds: RateLimitHolds,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
     @Optional() shedding?: RateLimitLoadShedding,
+    @Optional() adaptiveLimits?: RateLimitAdaptiveLimits,
   ) {
+    this.adaptiveLimits = adaptiveLimits ?? new RateLimitAdaptiveLimits(options.hooks, options.nearLimitRatio);
     this.trackers = routeTrackers(options.prefix);
     this.ips = new IpTrackers(options.ipv6Subnet ?? 64);
     const profile = headerProfile(options.headerProfile);
@@ -75,7 +81,6 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     this.responder = new RouteResponder({ engine, holds, options, profile, deadlines: this.deadlines });
     this.criticalities = new CallCriticalities(options.priority);
     this.shedder = shedding?.shedder;
-    this.problemJson = options.errorFormat === 'problem+json';
   }
 
   /**
@@ -119,7 +124,9 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   ): boolean | Promise<boolean> {
     if (plan.adaptive === undefined || !caller.hearsEnd)
       return plan.policies.length === 0 || this.decideStore(context, caller, plan, undefined);
+    const started = this.adaptiveLimits.started();
     const admission = AdaptiveAdmission.admit(plan.adaptive, criticality ?? this.criticalities.of(context));
+    this.adaptiveLimits.report(admission.admitted, admission.decisions, started);
     if (!admission.admitted) return rejectSoon(this.responder.refuse(caller, admission));
     if (plan.policies.length === 0) return this.responder.respond(context, caller, plan, admittedOnly(admission));
     try {
@@ -137,7 +144,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     type: NonNullable<ReturnType<RateLimitContexts['limited']>>,
   ): Promise<never> {
     const refusal = { message: SHED_MESSAGE, retryAfter: shedder.retryAfterSeconds, decisions: [] };
-    return rejectSoon(overloaded(this.contexts.adapt(type, context), refusal, this.problemJson));
+    return rejectSoon(this.responder.overloaded(this.contexts.adapt(type, context), refusal));
   }
 
   /** A policy function failed or the store threw: the call does not go ahead, so it measures nothing. */

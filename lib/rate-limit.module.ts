@@ -3,6 +3,7 @@ import { APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { ALGORITHM_CLASSES, type RateLimitAlgorithm } from './algorithms';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
 import { RateLimitEvents } from './events/rate-limit-events';
+import { RateLimitAdaptiveLimits } from './overload/adaptive-limits';
 import { RateLimitLoadShedding } from './overload/rate-limit-load-shedding';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import { RateLimitHolds } from './http/request-holds';
@@ -81,6 +82,13 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
       useFactory: (engine: RateLimitEngine, registry: RateLimitAlgorithmRegistry, options: RateLimitModuleOptions) =>
         new ServiceCalls(engine, registry, options),
     },
+    // Every adaptive limit, for the metrics' gauges; their admissions are told on the module's bus.
+    {
+      provide: RateLimitAdaptiveLimits,
+      inject: [RateLimitEvents, RATE_LIMIT_OPTIONS],
+      useFactory: (events: RateLimitEvents, options: RateLimitModuleOptions) =>
+        new RateLimitAdaptiveLimits(events.hooks, options.nearLimitRatio),
+    },
     RateLimitAdmin,
     RateLimitOutbound,
     RateLimiterService,
@@ -111,6 +119,7 @@ const ALLOW_ALL: CanActivate = { canActivate: () => true };
     RateLimitRouteRegistry,
     RateLimitHolds,
     RateLimitLoadShedding,
+    RateLimitAdaptiveLimits,
     RateLimitGuard,
   ],
 })

@@ -20,6 +20,7 @@ import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { RateLimitOutbound } from './rate-limit-outbound.service';
 import type { RateLimitAdaptivePolicy, RateLimitAdmission, RateLimitCriticality } from './interfaces/overload.interface';
 import { AdaptiveAdmissions } from './service/adaptive-admissions';
+import { RateLimitAdaptiveLimits } from './overload/adaptive-limits';
 import { leaseOf } from './service/lease';
 import type { PartnerResponse } from './service/partner-response';
 import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
@@ -49,7 +50,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   private readonly calls: ServiceCalls;
   private readonly admin: RateLimitAdmin;
   private readonly outbound: RateLimitOutbound;
-  private readonly adaptive = new AdaptiveAdmissions();
+  private readonly adaptive: AdaptiveAdmissions;
 
   /**
    * Built by the module, which shares its {@link ServiceCalls}, {@link RateLimitAdmin} and
@@ -63,10 +64,12 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     @Optional() calls?: ServiceCalls,
     @Optional() admin?: RateLimitAdmin,
     @Optional() outbound?: RateLimitOutbound,
+    @Optional() adaptiveLimits?: RateLimitAdaptiveLimits,
   ) {
     this.calls = calls ?? new ServiceCalls(engine, registry, options);
     this.admin = admin ?? new RateLimitAdmin(this.calls);
     this.outbound = outbound ?? new RateLimitOutbound(this.calls, options);
+    this.adaptive = new AdaptiveAdmissions(adaptiveLimits ?? new RateLimitAdaptiveLimits(options.hooks, options.nearLimitRatio));
   }
 
   /** Takes `cost` units (default 1) from `key`'s quota under `policy`; a rejection takes nothing. */

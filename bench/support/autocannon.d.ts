@@ -1,4 +1,4 @@
-/** The slice of autocannon's API the HTTP bench uses (the package ships no types). */
+/** The slice of autocannon's API the benches use (the package ships no types). */
 declare module 'autocannon' {
   interface AutocannonOptions {
     url: string;
@@ -6,6 +6,10 @@ declare module 'autocannon' {
     duration?: number;
     /** Stop after this many requests instead of after `duration`. */
     amount?: number;
+    /** Requests per second across all connections (each connection still waits for its response). */
+    overallRate?: number;
+    /** Seconds before a request counts as a timeout error. */
+    timeout?: number;
   }
   interface Histogram {
     average: number;
@@ -18,7 +22,15 @@ declare module 'autocannon' {
     latency: Histogram;
     non2xx: number;
     errors: number;
+    timeouts: number;
+    /** Seconds the run lasted. */
+    duration: number;
   }
-  function autocannon(options: AutocannonOptions): Promise<AutocannonResult>;
+  /** A running load: a promise of its result that also reports every response. */
+  interface AutocannonInstance extends PromiseLike<AutocannonResult> {
+    /** `responseTime` in ms. */
+    on(event: 'response', listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): this;
+  }
+  function autocannon(options: AutocannonOptions): AutocannonInstance;
   export = autocannon;
 }

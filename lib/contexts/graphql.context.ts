@@ -4,8 +4,19 @@ import { headerProfile, type RateLimitHeaderProfile } from '../http/header-profi
 import { HttpExchange, requestIp, type HttpRequestLike, type HttpResponseLike } from '../http/http-exchange';
 import { isViolated } from '../http/rate-limit-headers';
 import type { IpTrackers } from '../http/tracker';
-import { GraphqlRateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
-import { claimContext, type RateLimitCallOutcome, type RateLimitContextAdapter, type RateLimitRejection } from './rate-limit-context';
+import type { RateLimitDecision } from '../interfaces/decision.interface';
+import {
+  GraphqlRateLimitExceededException,
+  GraphqlRateLimitOverloadedException,
+  RateLimitStoreUnavailableException,
+} from '../rate-limit.exception';
+import {
+  claimContext,
+  type RateLimitCallOutcome,
+  type RateLimitContextAdapter,
+  type RateLimitOverload,
+  type RateLimitRejection,
+} from './rate-limit-context';
 
 /** graphql-ws's connection context, which holds the HTTP upgrade request of the subscription's socket. */
 interface GraphqlWsContextLike {
@@ -39,7 +50,9 @@ interface GraphqlInfoLike {
  * {@link GraphqlRateLimitExceededException}: the field's error in `errors` has `extensions.code`
  * `'RATE_LIMITED'` and `extensions.retryAfter`, the other fields still resolve, and the HTTP status stays
  * 200 (GraphQL over HTTP: a field error is part of a result, not a failed request), even when the rejected
- * field was the operation's only one. Clients read the code, `retryAfter` or the `Retry-After` header.
+ * field was the operation's only one. Clients read the code, `retryAfter` or the `Retry-After` header. A call
+ * refused because this instance is short of capacity (an adaptive limit, the load shedder) is answered the same
+ * way with a {@link GraphqlRateLimitOverloadedException}, whose code is `'SERVICE_UNAVAILABLE'`.
  */
 export class GraphqlRateLimitContext implements RateLimitContextAdapter {
   private readonly request: HttpRequestLike | undefined;
@@ -99,16 +112,25 @@ export class GraphqlRateLimitContext implements RateLimitContextAdapter {
   }
 
   rejected({ message, retryAfter, decisions }: RateLimitRejection): Error {
-    if (this.exchange) {
-      for (const d of decisions) if (isViolated(d)) this.field.rejected.add(d.policy);
-      this.field.retryAfter = retryAfter;
-      operationLimits(this.exchange, this.profile).update(this.field);
-    }
+    this.report(retryAfter, decisions);
     return new GraphqlRateLimitExceededException(message, retryAfter, decisions);
+  }
+
+  overloaded({ message, retryAfter, decisions }: RateLimitOverload): Error {
+    this.report(retryAfter, decisions);
+    return new GraphqlRateLimitOverloadedException(message, retryAfter, decisions);
   }
 
   unavailable(): Error {
     return new RateLimitStoreUnavailableException();
+  }
+
+  /** Tells the operation's headers that this field was refused: its violated policies and its wait. */
+  private report(retryAfter: number | null, decisions: readonly RateLimitDecision[]): void {
+    if (!this.exchange) return;
+    for (const d of decisions) if (isViolated(d)) this.field.rejected.add(d.policy);
+    this.field.retryAfter = retryAfter;
+    operationLimits(this.exchange, this.profile).update(this.field);
   }
 }
 

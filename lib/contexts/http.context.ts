@@ -1,12 +1,13 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { HttpExchange, type HttpRequestLike, type HttpResponseLike } from '../http/http-exchange';
 import type { IpTrackers } from '../http/tracker';
-import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
-import type { RateLimitContextAdapter, RateLimitRejection } from './rate-limit-context';
+import { RateLimitExceededException, RateLimitOverloadedException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
+import type { RateLimitContextAdapter, RateLimitOverload, RateLimitRejection } from './rate-limit-context';
 
 /**
  * A controller call (`context.getType() === 'http'`, Express or Fastify). Default tracker: `ip:<req.ip>`.
- * Rejected with {@link RateLimitExceededException} (429 with `Retry-After`).
+ * Rejected with {@link RateLimitExceededException} (429 with `Retry-After`), or when this instance is short of
+ * capacity with {@link RateLimitOverloadedException} (503 with `Retry-After`).
  */
 export class HttpRateLimitContext extends HttpExchange implements RateLimitContextAdapter {
   readonly hearsEnd = true;
@@ -36,6 +37,11 @@ export class HttpRateLimitContext extends HttpExchange implements RateLimitConte
 
   unavailable(): Error {
     return new RateLimitStoreUnavailableException();
+  }
+
+  overloaded({ message, retryAfter, decisions }: RateLimitOverload): Error {
+    this.setHeader('Retry-After', String(retryAfter));
+    return new RateLimitOverloadedException(message, retryAfter, decisions);
   }
 }
 

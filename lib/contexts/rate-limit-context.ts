@@ -15,6 +15,18 @@ export interface RateLimitRejection {
   decisions: readonly RateLimitDecision[];
 }
 
+/**
+ * What a call refused for want of capacity is answered with, before the transport shapes it: this instance is
+ * short of capacity (an adaptive limit or the load shedder refused the call), not the client of its quota.
+ */
+export interface RateLimitOverload {
+  message: string;
+  /** Whole seconds after which a retry may find capacity (always finite, at least 1). */
+  retryAfter: number;
+  /** The decisions behind the refusal: the adaptive policies' (none when the load shedder refused). */
+  decisions: readonly RateLimitDecision[];
+}
+
 /** How a finished call ended, for policies that settle afterwards (`countOnly`, `concurrency`). */
 export interface RateLimitCallOutcome {
   statusCode: number;
@@ -44,6 +56,11 @@ export interface RateLimitContextAdapter extends TrackerSource, HeaderSink {
   rejected(rejection: RateLimitRejection): Error;
   /** The error when the store failed and the policy is `fail-closed`. */
   unavailable(): Error;
+  /**
+   * The error when this instance is short of capacity (a 503 with `retryAfter`, setting `Retry-After` where
+   * there is an HTTP response): the context's usual refusal, told apart from its 429.
+   */
+  overloaded(overload: RateLimitOverload): Error;
 }
 
 /**

@@ -1,9 +1,10 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
+import { RateLimitExceededException, RateLimitOverloadedException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
 import {
   claimContext,
   loadOptional,
   type RateLimitContextAdapter,
+  type RateLimitOverload,
   type RateLimitRejection,
   type TransportExceptionClass,
 } from './rate-limit-context';
@@ -22,7 +23,11 @@ interface TransportContextLike {
 
 /** What a rejected message's sender receives as the error (`ClientProxy#send` errors with this object). */
 export interface RateLimitRpcErrorPayload {
-  /** 429 when limited (by the `insurance` fallback too), 503 when the store is down and the policy fails closed. */
+  /**
+   * 429 when limited (by the `insurance` fallback too); 503 when this instance is short of capacity (the load
+   * shedder refused the message; it carries `retryAfter`) or when the store is down and the policy fails
+   * closed (no `retryAfter`).
+   */
   statusCode: 429 | 503;
   message: string;
   /** Whole seconds until the same message would be allowed; `null` when never (429 only). */
@@ -34,7 +39,8 @@ export interface RateLimitRpcErrorPayload {
  * the transport received it (TCP: the string, or the JSON of an object pattern such as `{"cmd":"sum"}`;
  * `Class.handler` when the transport has none, e.g. gRPC), followed by `:userId=<v>` or else `:id=<v>` when
  * the message data has such a string or number field. `'ip'` and `'user'` have no meaning here and mean
- * that default. Rejected with an `RpcException` whose error is a {@link RateLimitRpcErrorPayload}. Messages
+ * that default. Rejected with an `RpcException` whose error is a {@link RateLimitRpcErrorPayload} (`statusCode`
+ * 429 when limited, 503 with `retryAfter` when this instance is short of capacity). Messages
  * have no end signal, so `concurrency` leases live until their `window` and `countOnly` counts every message.
  */
 export class RpcRateLimitContext implements RateLimitContextAdapter {
@@ -66,6 +72,10 @@ export class RpcRateLimitContext implements RateLimitContextAdapter {
 
   unavailable(): Error {
     return rpcException({ statusCode: 503, message: 'Rate limit store unavailable' }) ?? new RateLimitStoreUnavailableException();
+  }
+
+  overloaded({ message, retryAfter, decisions }: RateLimitOverload): Error {
+    return rpcException({ statusCode: 503, message, retryAfter }) ?? new RateLimitOverloadedException(message, retryAfter, decisions);
   }
 
   private pattern(transport: TransportContextLike | undefined): string {

@@ -1,10 +1,11 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { IpTrackers } from '../http/tracker';
-import { RateLimitExceededException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
+import { RateLimitExceededException, RateLimitOverloadedException, RateLimitStoreUnavailableException } from '../rate-limit.exception';
 import {
   claimContext,
   loadOptional,
   type RateLimitContextAdapter,
+  type RateLimitOverload,
   type RateLimitRejection,
   type TransportExceptionClass,
 } from './rate-limit-context';
@@ -19,7 +20,11 @@ interface SocketLike {
 /** What a rejected WebSocket message's client receives as the payload of its `exception` event. */
 export interface RateLimitWsErrorPayload {
   status: 'error';
-  /** 429 when limited (by the `insurance` fallback too), 503 when the store is down and the policy fails closed. */
+  /**
+   * 429 when limited (by the `insurance` fallback too); 503 when this instance is short of capacity (the load
+   * shedder refused the message; it carries `retryAfter`) or when the store is down and the policy fails
+   * closed (no `retryAfter`).
+   */
   statusCode: 429 | 503;
   message: string;
   /** Whole seconds until the same message would be allowed; `null` when never (429 only). */
@@ -31,7 +36,8 @@ export interface RateLimitWsErrorPayload {
  * handshake (`client.handshake.address`; proxies' headers are not read). `by: 'user'` reads
  * `client.data.user`, else `client.user`. Rejected with a `WsException` whose payload is a
  * {@link RateLimitWsErrorPayload}, which Nest's WebSocket exception filter emits to the client as an
- * `exception` event; the connection stays open. WebSocket messages have no end signal, so `concurrency`
+ * `exception` event (`statusCode` 429 when limited, 503 with `retryAfter` when this instance is short of
+ * capacity); the connection stays open. WebSocket messages have no end signal, so `concurrency`
  * leases live until their `window` and `countOnly` policies count every message.
  */
 export class WsRateLimitContext implements RateLimitContextAdapter {
@@ -75,6 +81,11 @@ export class WsRateLimitContext implements RateLimitContextAdapter {
   unavailable(): Error {
     const payload: RateLimitWsErrorPayload = { status: 'error', statusCode: 503, message: 'Rate limit store unavailable' };
     return wsException(payload) ?? new RateLimitStoreUnavailableException();
+  }
+
+  overloaded({ message, retryAfter, decisions }: RateLimitOverload): Error {
+    const payload: RateLimitWsErrorPayload = { status: 'error', statusCode: 503, message, retryAfter };
+    return wsException(payload) ?? new RateLimitOverloadedException(message, retryAfter, decisions);
   }
 }
 

@@ -1,5 +1,15 @@
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
-import { metrics, trace, type Counter, type Histogram, type Span, type UpDownCounter } from '@opentelemetry/api';
+import { Inject, Injectable, Optional, type OnModuleDestroy } from '@nestjs/common';
+import {
+  metrics,
+  trace,
+  type BatchObservableCallback,
+  type Counter,
+  type Histogram,
+  type Meter,
+  type ObservableGauge,
+  type Span,
+  type UpDownCounter,
+} from '@opentelemetry/api';
 import { DECISION_DURATION_BUCKETS, policyOutcome, requestVerdict } from '../events/decision-telemetry';
 import { RateLimitEvents } from '../events/rate-limit-events';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
@@ -9,10 +19,14 @@ import {
   validateOpenTelemetryOptions,
   type RateLimitOpenTelemetryOptions,
 } from './rate-limit-opentelemetry.options';
+import { RateLimitAdaptiveLimits } from '../overload/adaptive-limits';
 import {
   ATTR_ERROR_TYPE,
   ATTR_RATELIMIT_OUTCOME,
   ATTR_RATELIMIT_POLICY,
+  ATTR_RATELIMIT_ROUTE,
+  METRIC_RATELIMIT_ADAPTIVE_INFLIGHT,
+  METRIC_RATELIMIT_ADAPTIVE_LIMIT,
   METRIC_RATELIMIT_DECISION_DURATION,
   METRIC_RATELIMIT_DECISIONS,
   METRIC_RATELIMIT_NEAR_LIMIT,
@@ -36,6 +50,9 @@ const SHEDDING_LEVELS: Readonly<Record<RateLimitSheddingLevel, number>> = { none
  * - `ratelimit.near_limit{ratelimit.policy}` (counter): allowed decisions at or under the module's
  *   `nearLimitRatio` of their limit;
  * - `ratelimit.store.errors{error.type}` (counter): store failures and missed deadlines;
+ * - `ratelimit.adaptive.limit{ratelimit.policy, ratelimit.route}` and `ratelimit.adaptive.inflight{…}`
+ *   (gauges): each adaptive limit's current value and the requests it has in flight, observed at each
+ *   collection; an adaptive policy's admissions count in `ratelimit.decisions` like any policy's decisions;
  * - on the active span, when one is recording: `ratelimit.policy`, `ratelimit.outcome`, `ratelimit.limit`,
  *   `ratelimit.remaining`, `ratelimit.retry_after_ms` of the policy that decided, plus `ratelimit.rejected`
  *   and `ratelimit.near_limit` events.
@@ -52,12 +69,23 @@ export class RateLimitOpenTelemetry implements OnModuleDestroy {
   readonly storeErrors: Counter;
   /** `ratelimit.shedding.level`: what the load shedder refuses, 0 (nothing) to 2 (`sheddable` and `default`). */
   readonly sheddingLevel: UpDownCounter;
+  /** `ratelimit.adaptive.limit`. */
+  readonly adaptiveLimit: ObservableGauge;
+  /** `ratelimit.adaptive.inflight`. */
+  readonly adaptiveInflight: ObservableGauge;
   private readonly spans: boolean;
   private readonly unsubscribe: () => void;
+  private readonly meter: Meter;
+  private readonly observeAdaptive: BatchObservableCallback;
 
-  constructor(events: RateLimitEvents, @Inject(RATE_LIMIT_OPENTELEMETRY_OPTIONS) options: RateLimitOpenTelemetryOptions) {
+  constructor(
+    events: RateLimitEvents,
+    @Inject(RATE_LIMIT_OPENTELEMETRY_OPTIONS) options: RateLimitOpenTelemetryOptions,
+    @Optional() adaptive?: RateLimitAdaptiveLimits,
+  ) {
     validateOpenTelemetryOptions(options);
     const meter = (options.meterProvider ?? metrics).getMeter(options.meterName ?? DEFAULT_METER_NAME);
+    this.meter = meter;
     this.decisions = meter.createCounter(METRIC_RATELIMIT_DECISIONS, {
       description: 'Rate-limit decisions, one per policy per request, by policy and outcome.',
       unit: '{decision}',
@@ -79,6 +107,22 @@ export class RateLimitOpenTelemetry implements OnModuleDestroy {
       description: "Classes of calls the load shedder refuses: 0 none, 1 'sheddable', 2 'sheddable' and 'default'.",
       unit: '{class}',
     });
+    this.adaptiveLimit = meter.createObservableGauge(METRIC_RATELIMIT_ADAPTIVE_LIMIT, {
+      description: 'The current value of each adaptive limit (requests in flight it admits), by policy and route.',
+      unit: '{request}',
+    });
+    this.adaptiveInflight = meter.createObservableGauge(METRIC_RATELIMIT_ADAPTIVE_INFLIGHT, {
+      description: 'Requests in flight under each adaptive limit, by policy and route.',
+      unit: '{request}',
+    });
+    this.observeAdaptive = (result) => {
+      for (const { policy, route, limiter } of adaptive?.all ?? []) {
+        const attributes = { [ATTR_RATELIMIT_POLICY]: policy, [ATTR_RATELIMIT_ROUTE]: route };
+        result.observe(this.adaptiveLimit, limiter.strategyLimit, attributes);
+        result.observe(this.adaptiveInflight, limiter.inflight, attributes);
+      }
+    };
+    meter.addBatchObservableCallback(this.observeAdaptive, [this.adaptiveLimit, this.adaptiveInflight]);
     this.spans = options.spans ?? true;
     this.unsubscribe = events.subscribe({
       decision: (event) => this.record(event),
@@ -90,6 +134,7 @@ export class RateLimitOpenTelemetry implements OnModuleDestroy {
 
   onModuleDestroy(): void {
     this.unsubscribe();
+    this.meter.removeBatchObservableCallback(this.observeAdaptive, [this.adaptiveLimit, this.adaptiveInflight]);
   }
 
   private record(event: RateLimitDecisionEvent): void {

@@ -19,6 +19,14 @@ export const METRIC_RATELIMIT_STORE_ERRORS = 'ratelimit.store.errors';
  */
 export const METRIC_RATELIMIT_SHEDDING_LEVEL = 'ratelimit.shedding.level';
 
+/**
+ * Gauge, `{request}`: each adaptive limit's current value (the requests in flight it admits); attributes
+ * `ratelimit.policy`, `ratelimit.route`.
+ */
+export const METRIC_RATELIMIT_ADAPTIVE_LIMIT = 'ratelimit.adaptive.limit';
+/** Gauge, `{request}`: the requests in flight under each adaptive limit; attributes `ratelimit.policy`, `ratelimit.route`. */
+export const METRIC_RATELIMIT_ADAPTIVE_INFLIGHT = 'ratelimit.adaptive.inflight';
+
 /** The policy's `name`. */
 export const ATTR_RATELIMIT_POLICY = 'ratelimit.policy';
 /** How the decision came about: a `RateLimitOutcome` (`allowed`, `rejected`, `shadow-rejected`, `fail-open`, …). */
@@ -31,6 +39,8 @@ export const ATTR_RATELIMIT_REMAINING = 'ratelimit.remaining';
 export const ATTR_RATELIMIT_RETRY_AFTER_MS = 'ratelimit.retry_after_ms';
 /** Why the decision is not the plain counter's: `blocked`, `cost-exceeds-capacity`, … Spans only. */
 export const ATTR_RATELIMIT_REASON = 'ratelimit.reason';
+/** Where an adaptive limit applies: `<Controller>.<handler>` of a route, or `RateLimiterService.admit`. */
+export const ATTR_RATELIMIT_ROUTE = 'ratelimit.route';
 /** OpenTelemetry's own `error.type`: the store error's `name`. */
 export const ATTR_ERROR_TYPE = 'error.type';
 

@@ -258,11 +258,8 @@ export class RateLimitEngine {
    * left out: during an outage the client's real quota is unknown (fail-open reports a full one).
    */
   private reportNearLimit(decisions: readonly RateLimitDecision[], nearLimit: (decision: RateLimitDecision) => void): void {
-    // The epsilon keeps 0.29 × 100 at 29 rather than 28.999….
-    const ratio = (this.options.nearLimitRatio ?? 0.1) + 1e-12;
-    for (const d of decisions) {
-      if (d.allowed && d.reason !== 'store-unavailable' && d.remaining <= Math.floor(ratio * d.limit)) nearLimit(d);
-    }
+    const ratio = this.options.nearLimitRatio ?? DEFAULT_NEAR_LIMIT_RATIO;
+    for (const d of decisions) if (isNearLimit(d, ratio)) nearLimit(d);
   }
 
   private toEngineDecision(requests: readonly PolicyRequest[], calls: RateLimitCall[], answer: StoreDecision): EngineDecision {
@@ -291,4 +288,16 @@ function byTracker(calls: readonly RateLimitCall[]): ReadonlyArray<readonly Rate
     else groups.set(tag, [call]);
   }
   return [...groups.values()];
+}
+
+/** `nearLimitRatio`'s default. */
+export const DEFAULT_NEAR_LIMIT_RATIO = 0.1;
+
+/**
+ * Whether `d` is an allowed decision with at most `floor(ratio × limit)` units left (the `nearLimit` hook). A
+ * fallback's decision is not: during an outage the client's real quota is unknown (fail-open reports a full one).
+ */
+export function isNearLimit(d: RateLimitDecision, ratio: number): boolean {
+  // The epsilon keeps 0.29 × 100 at 29 rather than 28.999….
+  return d.allowed && d.reason !== 'store-unavailable' && d.remaining <= Math.floor((ratio + 1e-12) * d.limit);
 }

@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client'
 import { DECISION_DURATION_BUCKETS } from '../events/decision-telemetry';
 import { RateLimitEvents } from '../events/rate-limit-events';
 import type { RateLimitDecisionEvent } from '../interfaces/module-options.interface';
+import { RateLimitAdaptiveLimits, type AdaptiveLimitInUse } from '../overload/adaptive-limits';
 import { RateLimitLoadShedding } from '../overload/rate-limit-load-shedding';
 import { RATE_LIMIT_STORE } from '../rate-limit.module-definition';
 import type { StoreTimings } from '../pipeline/store-deadlines';
@@ -48,7 +49,11 @@ export const RATE_LIMIT_PROMETHEUS_OPTIONS = Symbol('RATE_LIMIT_PROMETHEUS_OPTIO
  * - `rate_limit_overrides_total{action}`: runtime override changes this instance applied (`applied`,
  *   `removed`, `expired`; never the tracker, whose values are unbounded);
  * - `rate_limit_decision_duration_seconds{outcome}`: latency of each decision (one per request or
- *   programmatic call; `outcome` `allowed` or `rejected`), store round trip included.
+ *   programmatic call; `outcome` `allowed` or `rejected`), store round trip included;
+ * - `rate_limit_adaptive_limit{policy, route}` and `rate_limit_adaptive_inflight{policy, route}`: each adaptive
+ *   limit's current value and the calls it has in flight, read at each scrape (`route`: `<Controller>.<handler>`,
+ *   or `RateLimiterService.admit`). An adaptive policy's admissions are counted in `rate_limit_allowed_total`
+ *   and `rate_limit_rejected_total` like any policy's decisions (`reason="counter"`).
  *
  * Metrics already in the registry under the same name are reused (two apps in one process add up); the
  * ones this instance registered are removed when the module is destroyed.
@@ -84,6 +89,10 @@ export class RateLimitMetrics implements OnModuleDestroy {
    * and `default`); only with the module option `loadShedding`.
    */
   readonly sheddingLevel: Gauge<string> | undefined;
+  /** `rate_limit_adaptive_limit{policy, route}`: each adaptive limit's current value. */
+  readonly adaptiveLimit: Gauge<'policy' | 'route'>;
+  /** `rate_limit_adaptive_inflight{policy, route}`: the calls each adaptive limit has in flight. */
+  readonly adaptiveInflight: Gauge<'policy' | 'route'>;
   private readonly registered: string[] = [];
   private readonly unsubscribe: () => void;
 
@@ -92,6 +101,7 @@ export class RateLimitMetrics implements OnModuleDestroy {
     @Inject(RATE_LIMIT_PROMETHEUS_OPTIONS) options: RateLimitPrometheusOptions,
     @Inject(RATE_LIMIT_STORE) store: RateLimitStore,
     @Optional() shedding?: RateLimitLoadShedding,
+    @Optional() adaptive?: RateLimitAdaptiveLimits,
   ) {
     this.registry = options.registry ?? register;
     const prefix = options.prefix ?? 'rate_limit_';
@@ -145,6 +155,19 @@ export class RateLimitMetrics implements OnModuleDestroy {
             registers: [this.registry],
           }),
       ) as Gauge<string>);
+    const limits = () => adaptive?.all ?? [];
+    this.adaptiveLimit = this.perAdaptiveLimit(
+      `${prefix}adaptive_limit`,
+      'The current value of each adaptive limit (requests in flight it admits), by policy and route.',
+      limits,
+      ({ limiter }) => limiter.strategyLimit,
+    );
+    this.adaptiveInflight = this.perAdaptiveLimit(
+      `${prefix}adaptive_inflight`,
+      'Requests in flight under each adaptive limit, by policy and route.',
+      limits,
+      ({ limiter }) => limiter.inflight,
+    );
     this.unsubscribe = events.subscribe({
       decision: (event) => this.record(event),
       nearLimit: ({ policy }) => this.nearLimit.inc({ policy }),
@@ -197,6 +220,29 @@ export class RateLimitMetrics implements OnModuleDestroy {
           },
         }),
     ) as Gauge<'quantile'>;
+  }
+
+  /** A gauge of one value per adaptive limit, read at each scrape. */
+  private perAdaptiveLimit(
+    name: string,
+    help: string,
+    limits: () => readonly AdaptiveLimitInUse[],
+    read: (limit: AdaptiveLimitInUse) => number,
+  ): Gauge<'policy' | 'route'> {
+    return this.metric(
+      name,
+      Gauge,
+      () =>
+        new Gauge({
+          name,
+          help,
+          labelNames: ['policy', 'route'],
+          registers: [this.registry],
+          collect() {
+            for (const limit of limits()) this.set({ policy: limit.policy, route: limit.route }, read(limit));
+          },
+        }),
+    ) as Gauge<'policy' | 'route'>;
   }
 
   /** The metric `name` of the registry if it is a `type`, else a new one this instance owns. */

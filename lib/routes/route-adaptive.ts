@@ -1,12 +1,9 @@
-import { problemOverloaded } from '../contexts/problem-details';
-import type { RateLimitCallOutcome, RateLimitContextAdapter } from '../contexts/rate-limit-context';
+import type { RateLimitCallOutcome, RateLimitOverload } from '../contexts/rate-limit-context';
 import type { DecidedPolicy } from '../http/header-profiles';
-import { HttpExchange } from '../http/http-exchange';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitCriticality } from '../interfaces/overload.interface';
 import type { AdaptiveLease, AdaptiveLimiter } from '../overload/adaptive-limiter';
 import { newAdaptiveLimiter, type CompiledAdaptivePolicy } from '../overload/adaptive-policy';
-import { RateLimitOverloadedException } from '../rate-limit.exception';
 
 /** The message of an adaptive limit's 503. */
 const OVERLOADED_MESSAGE = 'Service Unavailable: this instance is at its capacity; retry later.';
@@ -112,41 +109,10 @@ export class AdaptiveAdmission {
     for (const lease of this.leases) lease.settle(outcome);
   }
 
-  /**
-   * The error a refused call is answered with: over HTTP a 503 with `Retry-After` (problem details of type
-   * `temporary-reduced-capacity` with `problemJson`); GraphQL, WebSocket and RPC calls get their context's
-   * usual rejection carrying the same `retryAfter`.
-   */
-  refusal(call: RateLimitContextAdapter, problemJson: boolean): Error {
-    return overloaded(
-      call,
-      { message: OVERLOADED_MESSAGE, retryAfter: Math.max(1, Math.ceil(this.retryAfterMs / 1000)), decisions: this.decisions },
-      problemJson,
-    );
+  /** What a refused call is told: the 503's message, its `Retry-After` (about one request's RTT) and the decisions. */
+  overload(): RateLimitOverload {
+    return { message: OVERLOADED_MESSAGE, retryAfter: Math.max(1, Math.ceil(this.retryAfterMs / 1000)), decisions: this.decisions };
   }
-}
-
-/** What an overload refusal says: its message, its `Retry-After` seconds and the decisions behind it. */
-export interface OverloadRefusal {
-  message: string;
-  retryAfter: number;
-  decisions: readonly RateLimitDecision[];
-}
-
-/**
- * The 503 of a call refused for overload (an adaptive limit, the load shedder): over HTTP with `Retry-After`,
- * as problem details of type `temporary-reduced-capacity` with `problemJson`; GraphQL, WebSocket and RPC
- * calls get their context's usual rejection carrying the same `retryAfter`.
- */
-export function overloaded(
-  call: RateLimitContextAdapter,
-  { message, retryAfter, decisions }: OverloadRefusal,
-  problemJson: boolean,
-): Error {
-  if (!(call instanceof HttpExchange)) return call.rejected({ message, retryAfter, decisions: [...decisions] });
-  if (problemJson) return problemOverloaded(call, message, retryAfter, decisions);
-  call.setHeader('Retry-After', String(retryAfter));
-  return new RateLimitOverloadedException(message, retryAfter, decisions);
 }
 
 /** A refused request's wait: about one request's RTT, when a slot should be free again. */

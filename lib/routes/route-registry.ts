@@ -8,6 +8,7 @@ import { RateLimitPolicies, RateLimitSkip, type RateLimitMetadata } from '../rat
 import { RATE_LIMIT_OPTIONS } from '../rate-limit.module-definition';
 import { hasOverride, policyWhere, resolvePolicies, type DeclaredPolicy, type InheritedPolicies } from '../policy/policy-overrides';
 import type { CompiledPolicy } from '../policy/compile-policy';
+import { RateLimitAdaptiveLimits } from '../overload/adaptive-limits';
 import { buildRoutePlan, type PlanSource, type RoutePlan } from './route-plan';
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
@@ -52,6 +53,7 @@ export class RateLimitRouteRegistry implements OnModuleInit {
     private readonly reflector: Reflector,
     private readonly algorithms: RateLimitAlgorithmRegistry,
     @Inject(RATE_LIMIT_OPTIONS) options: RateLimitModuleOptions,
+    private readonly adaptiveLimits: RateLimitAdaptiveLimits,
   ) {
     const { defaultPolicy } = options;
     this.defaultPolicies = defaultPolicy === undefined ? undefined : ([] as RateLimitPolicy[]).concat(defaultPolicy);
@@ -130,7 +132,7 @@ export class RateLimitRouteRegistry implements OnModuleInit {
       plan = byName === undefined ? undefined : byHandler.get(byName);
       if (plan === undefined) {
         const source = this.source(controller, handler, method);
-        plan = source && this.learn(buildRoutePlan(source, this.algorithms));
+        plan = source && this.listAdaptive(this.learn(buildRoutePlan(source, this.algorithms)));
         // Every policy skipped by name (@SkipRateLimit('a', 'b')): the route is not limited.
         if (plan && plan.policies.length === 0 && plan.adaptive === undefined) plan = null;
       }
@@ -155,6 +157,12 @@ export class RateLimitRouteRegistry implements OnModuleInit {
       if (policies === undefined) this.named.set(compiled.name, (policies = new Set()));
       policies.add(compiled);
     }
+    return plan;
+  }
+
+  /** Lists the adaptive limits of a route's `plan` (one per route and policy), for the metrics' gauges. */
+  private listAdaptive(plan: RoutePlan): RoutePlan {
+    for (const { compiled, limiter } of plan.adaptive ?? []) this.adaptiveLimits.add({ policy: compiled.name, route: plan.route, limiter });
     return plan;
   }
 

@@ -1,6 +1,6 @@
 import { Logger, type ExecutionContext } from '@nestjs/common';
-import { problemRejection, problemUnavailable } from '../contexts/problem-details';
-import type { RateLimitContextAdapter, RateLimitRejection } from '../contexts/rate-limit-context';
+import { problemOverloaded, problemRejection, problemUnavailable } from '../contexts/problem-details';
+import type { RateLimitContextAdapter, RateLimitOverload, RateLimitRejection } from '../contexts/rate-limit-context';
 import type { RateLimitHeaderProfile } from '../http/header-profiles';
 import { HttpExchange } from '../http/http-exchange';
 import { isViolated, retryAfterSeconds, writeRateLimitHeaders } from '../http/rate-limit-headers';
@@ -80,7 +80,17 @@ export class RouteResponder {
   refuse(caller: RateLimitContextAdapter, admission: AdaptiveAdmission): Error {
     const mode = this.options.headers ?? 'ietf';
     if (mode !== 'none') writeRateLimitHeaders(caller, { mode, profile: this.profile, ...admission.withHeaders(undefined) });
-    return admission.refusal(caller, this.options.errorFormat === 'problem+json');
+    return this.overloaded(caller, admission.overload());
+  }
+
+  /**
+   * The error of a call refused because this instance is short of capacity (an adaptive limit, the load
+   * shedder): a 503 with `Retry-After` over HTTP (problem details of type `temporary-reduced-capacity` with
+   * `errorFormat: 'problem+json'`), and each other context's own refusal, told apart from its 429.
+   */
+  overloaded(call: RateLimitContextAdapter, overload: RateLimitOverload): Error {
+    if (!this.problemDetails(call)) return call.overloaded(overload);
+    return problemOverloaded(call, overload.message, overload.retryAfter, overload.decisions);
   }
 
   /** No lease is renewed any more (the application is shutting down). */

@@ -1,6 +1,7 @@
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import type { RateLimitAdaptivePolicy, RateLimitAdmission, RateLimitCriticality } from '../interfaces/overload.interface';
 import type { AdaptiveLimiter } from '../overload/adaptive-limiter';
+import { ADMIT_ROUTE, RateLimitAdaptiveLimits } from '../overload/adaptive-limits';
 import { compileAdaptivePolicy, isAdaptivePolicy, newAdaptiveLimiter, type CompiledAdaptivePolicy } from '../overload/adaptive-policy';
 
 /** Most adaptive policies `RateLimiterService.admit` keeps a limiter for (names come from code, not requests). */
@@ -16,8 +17,12 @@ const NOTHING_TO_RELEASE = (): void => undefined;
 export class AdaptiveAdmissions {
   private readonly limiters = new Map<string, { compiled: CompiledAdaptivePolicy; limiter: AdaptiveLimiter }>();
 
+  /** @param limits where each limiter is listed, and each admission told (the module's) */
+  constructor(private readonly limits = new RateLimitAdaptiveLimits()) {}
+
   admit(policy: RateLimitAdaptivePolicy, criticality: RateLimitCriticality = 'default'): RateLimitAdmission {
     const { compiled, limiter } = this.limiterOf(policy);
+    const started = this.limits.started();
     const lease = limiter.acquire(criticality);
     const decision = {
       allowed: lease !== undefined,
@@ -28,6 +33,7 @@ export class AdaptiveAdmissions {
       moreQuotaMs: 0,
       retryAfterMs: lease ? 0 : Math.max(1, Math.ceil(limiter.recentRttMs)),
     };
+    this.limits.report(decision.allowed, [decision], started);
     return { decision, release: lease ? (outcome = 'success', rttMs) => lease.settle(outcome, rttMs) : NOTHING_TO_RELEASE };
   }
 
@@ -55,6 +61,7 @@ export class AdaptiveAdmissions {
     }
     const entry = { compiled, limiter: newAdaptiveLimiter(compiled) };
     this.limiters.set(compiled.name, entry);
+    this.limits.add({ policy: compiled.name, route: ADMIT_ROUTE, limiter: entry.limiter });
     return entry;
   }
 }

@@ -5,9 +5,11 @@ import { createClient, type Client } from 'graphql-ws';
 import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import WebSocket from 'ws';
-import { RateLimit, SkipRateLimit } from '../../lib';
+import { RateLimit, RateLimitModule, RateLimitPriority, SkipRateLimit } from '../../lib';
+import { Gate } from '../support/gate';
+import { pressureSignal } from '../support/pressure';
 import { apolloModule } from './graphql-app';
-import { bootApp, MATRIX, rateLimitModule, SharedRedis } from './harness';
+import { ADAPTERS, bootApp, MATRIX, rateLimitModule, SharedRedis, sleep } from './harness';
 
 const typeDefs = /* GraphQL */ `
   type Query {
@@ -164,6 +166,113 @@ describe('GraphQL (Apollo on fastify) with the default context', () => {
       expect(res.headers['ratelimit']).toBeUndefined();
       expect(res.headers['retry-after']).toBeUndefined();
     }
+  });
+});
+
+const overloadTypeDefs = /* GraphQL */ `
+  type Query {
+    report: String
+    search: String
+    health: String
+  }
+`;
+
+@Resolver()
+class OverloadResolver {
+  constructor(private readonly gate: Gate) {}
+
+  /** Two in flight at most (its initial limit; no window completes here, so it stays there). */
+  @Query('report')
+  @RateLimit({ algorithm: 'adaptive', name: 'capacity', limit: 100, adaptive: { initial: 2 } })
+  async report() {
+    await this.gate.pass();
+    return 'ready';
+  }
+
+  @Query('search')
+  @RateLimitPriority('sheddable')
+  @RateLimit('sliding-log', 5, '1m')
+  search() {
+    return 'found';
+  }
+
+  @Query('health')
+  @RateLimitPriority('critical')
+  health() {
+    return 'ok';
+  }
+}
+
+/** What Apollo reports for a field refused because the instance is short of capacity: a code of its own. */
+function overloadedError(field: string, message: string, retryAfter: number, column: number) {
+  return { message, locations: [{ line: 1, column }], path: [field], extensions: { code: 'SERVICE_UNAVAILABLE', retryAfter } };
+}
+
+const AT_CAPACITY = 'Service Unavailable: this instance is at its capacity; retry later.';
+const SHEDDING = 'Service Unavailable: this instance is shedding load; retry later.';
+
+describe.each(ADAPTERS)('GraphQL (Apollo on %s) short of capacity', (adapter) => {
+  let app: INestApplication;
+  let gate: Gate;
+  let pressure: ReturnType<typeof pressureSignal>;
+
+  beforeEach(async () => {
+    app = await bootApp({
+      adapter,
+      imports: [RateLimitModule.forRoot({ loadShedding: { sampleIntervalMs: 60_000 } }), apolloModule(overloadTypeDefs, { adapter })],
+      providers: [OverloadResolver, Gate],
+    });
+    gate = app.get(Gate);
+    pressure = pressureSignal(app);
+  });
+  afterEach(async () => {
+    gate?.release();
+    pressure?.restore();
+    await app?.close();
+  });
+
+  const gql = (query: string) => request(app.getHttpServer()).post('/graphql').send({ query });
+
+  it("refuses a field beyond its adaptive limit with a 'SERVICE_UNAVAILABLE' error and Retry-After; the other fields resolve", async () => {
+    const held = [gql('{ report }').then((r) => r), gql('{ report }').then((r) => r)];
+    while (gate.inside < 2) await sleep(5);
+    const refused = await gql('{ report health }');
+    expect({ status: refused.status, body: refused.body as unknown }).toEqual({
+      status: 200,
+      body: { data: { report: null, health: 'ok' }, errors: [overloadedError('report', AT_CAPACITY, 1, 3)] },
+    });
+    expect({
+      retryAfter: refused.headers['retry-after'],
+      policy: refused.headers['ratelimit-policy'],
+      quota: refused.headers['ratelimit'],
+    }).toEqual({ retryAfter: '1', policy: '"capacity";q=2;qu="concurrent-requests"', quota: '"capacity";r=0' });
+    gate.release();
+    expect((await Promise.all(held)).map((r) => r.body as unknown)).toEqual([{ data: { report: 'ready' } }, { data: { report: 'ready' } }]);
+    // Both slots are free again once their operations are over.
+    gate.close();
+    const again = [gql('{ report }').then((r) => r), gql('{ report }').then((r) => r)];
+    while (gate.inside < 2) await sleep(5);
+    gate.release();
+    expect((await Promise.all(again)).map((r) => r.status)).toEqual([200, 200]);
+  });
+
+  it("refuses 'sheddable' fields under pressure with a 'SERVICE_UNAVAILABLE' error, charging nothing; critical ones resolve", async () => {
+    pressure.press();
+    const refused = await gql('{ search health }');
+    expect({ status: refused.status, body: refused.body as unknown }).toEqual({
+      status: 200,
+      body: { data: { search: null, health: 'ok' }, errors: [overloadedError('search', SHEDDING, 60, 3)] },
+    });
+    expect({ retryAfter: refused.headers['retry-after'], quota: refused.headers['ratelimit'] }).toEqual({
+      retryAfter: '60',
+      quota: undefined,
+    });
+    pressure.calm();
+    const served = await gql('{ search }');
+    expect({ body: served.body as unknown, quota: served.headers['ratelimit'] }).toEqual({
+      body: { data: { search: 'found' } },
+      quota: '"default";r=4;t=60',
+    });
   });
 });
 

@@ -295,6 +295,9 @@ describe.each(ADAPTERS)('the sample app on %s', (adapter) => {
         rate_limit_store_errors_total: 0,
         'rate_limit_decision_duration_seconds_count{outcome="allowed"}': 3,
         'rate_limit_decision_duration_seconds_count{outcome="rejected"}': 1,
+        // The sample's /algorithms/adaptive route: its limit and the calls it has in flight (none).
+        'rate_limit_adaptive_limit{policy="adaptive",route="AlgorithmsController.adaptive"}': 10,
+        'rate_limit_adaptive_inflight{policy="adaptive",route="AlgorithmsController.adaptive"}': 0,
       });
     } finally {
       await app.close();

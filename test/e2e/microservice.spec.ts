@@ -2,7 +2,8 @@ import { Controller, type INestMicroservice } from '@nestjs/common';
 import { ClientProxyFactory, MessagePattern, Payload, Transport, type ClientProxy } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { lastValueFrom } from 'rxjs';
-import { RateLimit, type RateLimitRpcErrorPayload } from '../../lib';
+import { RateLimit, RateLimitModule, RateLimitPriority, type RateLimitRpcErrorPayload } from '../../lib';
+import { pressureSignal } from '../support/pressure';
 import { freePort } from '../support/redis-server';
 import { rateLimitModule, SharedRedis, type StoreName } from './harness';
 
@@ -99,5 +100,66 @@ describe("TCP microservice with contexts: ['http']", () => {
   it('leaves messages alone', async () => {
     const replies = await Promise.all([1, 2, 3, 4, 5].map((n) => lastValueFrom(client.send<number>({ cmd: 'sum' }, [n, n]))));
     expect(replies).toEqual([2, 4, 6, 8, 10]);
+  });
+});
+
+@Controller()
+class ReportsController {
+  @MessagePattern('reports.build')
+  @RateLimitPriority('sheddable')
+  @RateLimit('sliding-log', 2, '1m')
+  build(@Payload() name: string) {
+    return `built:${name}`;
+  }
+
+  @MessagePattern('reports.health')
+  @RateLimitPriority('critical')
+  health() {
+    return 'ok';
+  }
+}
+
+describe('TCP microservice under load shedding', () => {
+  let service: INestMicroservice;
+  let client: ClientProxy;
+  let pressure: ReturnType<typeof pressureSignal>;
+
+  beforeAll(async () => {
+    const port = await freePort();
+    const moduleRef = await Test.createTestingModule({
+      imports: [RateLimitModule.forRoot({ loadShedding: { sampleIntervalMs: 60_000 } })],
+      controllers: [ReportsController],
+    }).compile();
+    service = moduleRef.createNestMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port }, logger: false });
+    await service.listen();
+    client = ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
+    await client.connect();
+    pressure = pressureSignal(service);
+  });
+  afterAll(async () => {
+    pressure?.restore();
+    await client?.close();
+    await service?.close();
+  });
+
+  const send = (pattern: string, data: unknown) =>
+    lastValueFrom(client.send<unknown>(pattern, data)).catch((error: unknown) => ({ rejected: error }));
+
+  it("answers a 'sheddable' message under pressure with a 503 RpcException payload carrying retryAfter, charging nothing", async () => {
+    pressure.press();
+    const shed: RateLimitRpcErrorPayload = {
+      statusCode: 503,
+      message: 'Service Unavailable: this instance is shedding load; retry later.',
+      retryAfter: 60,
+    };
+    expect(await send('reports.build', 'a')).toEqual({ rejected: shed });
+    expect(await send('reports.health', {})).toBe('ok');
+    pressure.calm();
+    // The quota of 2 is whole: the refused message took nothing.
+    expect([await send('reports.build', 'b'), await send('reports.build', 'c'), await send('reports.build', 'd')]).toEqual([
+      'built:b',
+      'built:c',
+      { rejected: LIMITED },
+    ]);
   });
 });

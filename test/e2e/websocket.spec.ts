@@ -2,7 +2,8 @@ import type { INestApplication } from '@nestjs/common';
 import { MessageBody, SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
 import type { AddressInfo } from 'node:net';
 import { io, type Socket } from 'socket.io-client';
-import { RateLimit, type RateLimitWsErrorPayload } from '../../lib';
+import { RateLimit, RateLimitModule, RateLimitPriority, type RateLimitWsErrorPayload } from '../../lib';
+import { pressureSignal } from '../support/pressure';
 import { bootApp, rateLimitModule, SharedRedis } from './harness';
 
 @WebSocketGateway()
@@ -110,5 +111,79 @@ describe('WebSocket gateway (socket.io) with the memory store', () => {
     expect(await send(socket, 'vote', { voter: 'ann' }, 300)).toBe('no ack');
     expect(await send(socket, 'vote', { voter: 'bob' })).toBe('voted:bob');
     expect(exceptions).toEqual([LIMITED]);
+  });
+});
+
+@WebSocketGateway()
+class ExportGateway {
+  @SubscribeMessage('export')
+  @RateLimitPriority('sheddable')
+  @RateLimit('sliding-log', 5, '1m')
+  export(@MessageBody() name: string) {
+    return `exported:${name}`;
+  }
+
+  /** An adaptive limit of one: messages have no end signal, so it never holds them. */
+  @SubscribeMessage('render')
+  @RateLimit({ algorithm: 'adaptive', limit: 10, adaptive: { initial: 1 } })
+  render(@MessageBody() name: string) {
+    return `rendered:${name}`;
+  }
+
+  @SubscribeMessage('ping')
+  @RateLimitPriority('critical')
+  ping() {
+    return 'pong';
+  }
+}
+
+describe('WebSocket gateway (socket.io) under load shedding', () => {
+  let app: INestApplication;
+  let url: string;
+  let pressure: ReturnType<typeof pressureSignal>;
+  const sockets: Socket[] = [];
+
+  beforeAll(async () => {
+    app = await bootApp({
+      adapter: 'express',
+      imports: [RateLimitModule.forRoot({ loadShedding: { sampleIntervalMs: 60_000 } })],
+      providers: [ExportGateway],
+    });
+    await app.listen(0, '127.0.0.1');
+    url = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
+    pressure = pressureSignal(app);
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.disconnect();
+    pressure?.restore();
+    await app?.close();
+  });
+
+  it("answers a 'sheddable' message under pressure with a 503 'exception' event carrying retryAfter, and charges nothing", async () => {
+    const { socket, exceptions } = await connect(url);
+    sockets.push(socket);
+    pressure.press();
+    expect(await send(socket, 'export', 'a', 300)).toBe('no ack');
+    expect(await send(socket, 'ping', null)).toBe('pong');
+    const shed: RateLimitWsErrorPayload = {
+      status: 'error',
+      statusCode: 503,
+      message: 'Service Unavailable: this instance is shedding load; retry later.',
+      retryAfter: 60,
+    };
+    expect(exceptions).toEqual([shed]);
+    expect(socket.connected).toBe(true);
+    pressure.calm();
+    // Five more pass: the refused message took nothing from the quota of 5.
+    for (const name of ['b', 'c', 'd', 'e', 'f']) expect(await send(socket, 'export', name)).toBe(`exported:${name}`);
+    expect(await send(socket, 'export', 'g', 300)).toBe('no ack');
+    expect(exceptions).toEqual([shed, LIMITED]);
+  });
+
+  it('lets messages past an adaptive limit: nothing would tell it when they end', async () => {
+    const { socket, exceptions } = await connect(url);
+    sockets.push(socket);
+    const replies = await Promise.all(['a', 'b', 'c'].map((name) => send(socket, 'render', name)));
+    expect([replies, exceptions]).toEqual([['rendered:a', 'rendered:b', 'rendered:c'], []]);
   });
 });

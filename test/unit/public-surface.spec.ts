@@ -10,6 +10,7 @@ import * as root from '../../lib';
  */
 const PUBLIC = [
   'GraphqlRateLimitExceededException',
+  'GraphqlRateLimitOverloadedException',
   'PROBLEM_JSON_CONTENT_TYPE',
   'RATE_LIMIT_ALGORITHMS',
   'RATE_LIMIT_EVENTS',
