@@ -12,7 +12,9 @@
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
   KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
-  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
+  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units, or '<cost>+<hold>' with the
+            units a `reserve` holds back for higher criticalities: checked with cost + hold, charged cost), limit,
+            window (ms); blockFor
             (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
             whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
             rest of the string as it is), left out with its space when empty
@@ -27,6 +29,7 @@ local VERDICT_BLOCKED = 2
 local VERDICT_COST_EXCEEDS_CAPACITY = 3
 local VERDICT_STORE_UNAVAILABLE = 4
 local VERDICT_DENIED = 5
+local VERDICT_RESERVED = 6
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 --[[
   Template: one decision of one policy with a plain lockout (blockFor a number of ms), the call nearly every
@@ -35,15 +38,19 @@ local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 
-  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
     now       the script's one reading of the server's TIME, ms
     mode      'c' consume or 'p' peek
     key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
+    hold      units the decision must leave untaken (a `reserve` for higher criticalities; 0 = none): the counter
+              is checked with cost + hold, only cost is charged, and a decision that fits without the hold alone
+              is VERDICT_RESERVED (no lockout), with the wait of the held check
   Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
     reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
-    code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the check does).
+    code (lib/stores/verdicts.ts); with a hold, remaining is what is left once the hold is kept. Raises on
+    someone else's data under a key (the check does).
   From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
   What stands before the function is written once per script, the function once per algorithm.
 ]]
@@ -85,7 +92,7 @@ local function slidingLogAdd(key, now, cost, window)
   redis.call('PEXPIRE', key, window)
 end
 
-local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
   -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
   local denial = redis.call('GET', dkey)
   if denial then
@@ -104,6 +111,9 @@ local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     end
   end
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4 = false, 0, 0, 0, 0, 0
+  -- A reserve: the counter is checked with the units held back for higher criticalities; only `charge` is taken.
+  local charge = cost
+  cost = charge + hold
   do
     local n = slidingLogTrim(key, window, now)
     if n + cost <= limit then
@@ -127,44 +137,59 @@ local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     end
   end
   local capacity = limit
-  if ok and cost <= capacity then
+  local fits, reserved = ok and cost <= capacity, false
+  if cost <= capacity and (hold > 0 or (fits and mode ~= 'c')) then
+    -- Checked again without the hold: the state a commit writes (or, refused, whether the reserve alone refuses,
+    -- with the wait the held check measured). A peek charges nothing: it reports the quota as it stands, what a
+    -- check of cost 0 sees.
+    local heldRemaining, heldReset, heldRetry, heldMore = remaining, reset, retry, more
+    cost = charge
+    if fits and mode ~= 'c' then cost = 0 end
+    do
+      local n = slidingLogTrim(key, window, now)
+      if n + cost <= limit then
+        ok, remaining, reset, retry, delay, more = true, limit - n - cost, 0, 0, 0, 0
+        if cost > 0 then reset = window
+        elseif n > 0 then reset = slidingLogScore(key, -1) + window - now end
+        -- The oldest entry after this request (its own entries are at now) is the next to age out.
+        if n > 0 then
+          local oldest = slidingLogScore(key, 0)
+          if cost > 0 and now < oldest then oldest = now end
+          more = oldest + window - now
+        elseif cost > 0 then more = window end
+      else
+        local need = n + cost - limit
+        ok, remaining, reset, retry, delay, more = false, math.max(limit - n, 0), 0, 0, 0, 0
+        if need <= n then retry = slidingLogScore(key, need - 1) + window - now end
+        if n > 0 then
+          reset = slidingLogScore(key, -1) + window - now
+          more = slidingLogScore(key, math.max(n - limit, 0)) + window - now
+        end
+      end
+    end
+    if fits then
+      if mode ~= 'c' then delay = 0 end
+    else
+      reserved = ok
+      remaining, reset, retry, delay, more = heldRemaining, heldReset, heldRetry, 0, heldMore
+    end
+  end
+  -- What the decision's class may still take: the units held back are not its own.
+  if hold > 0 then remaining = math.max(remaining - hold, 0) end
+  if fits then
     if mode == 'c' then
       do
         if cost ~= 0 then slidingLogAdd(key, now, cost, window) end
       end
-    else
-      -- A peek charges nothing: it reports the quota as it stands, what a check of cost 0 sees.
-      cost = 0
-      do
-        local n = slidingLogTrim(key, window, now)
-        if n + cost <= limit then
-          ok, remaining, reset, retry, delay, more = true, limit - n - cost, 0, 0, 0, 0
-          if cost > 0 then reset = window
-          elseif n > 0 then reset = slidingLogScore(key, -1) + window - now end
-          -- The oldest entry after this request (its own entries are at now) is the next to age out.
-          if n > 0 then
-            local oldest = slidingLogScore(key, 0)
-            if cost > 0 and now < oldest then oldest = now end
-            more = oldest + window - now
-          elseif cost > 0 then more = window end
-        else
-          local need = n + cost - limit
-          ok, remaining, reset, retry, delay, more = false, math.max(limit - n, 0), 0, 0, 0, 0
-          if need <= n then retry = slidingLogScore(key, need - 1) + window - now end
-          if n > 0 then
-            reset = slidingLogScore(key, -1) + window - now
-            more = slidingLogScore(key, math.max(n - limit, 0)) + window - now
-          end
-        end
-      end
-      delay = 0
     end
     reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
     return
   end
   local status = VERDICT_LIMITED
-  if cost > capacity then
+  if charge + hold > capacity then
     status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+  elseif reserved then
+    status = VERDICT_RESERVED
   elseif blockFor > 0 and mode == 'c' then
     -- %d: Lua 5.4 (Dragonfly) would print a float's '.0'.
     redis.call('SET', bkey, string.format('%d', now + blockFor), 'PX', blockFor)
@@ -178,13 +203,19 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
 limit = tonumber(limit)
+local hold = 0
+local units = tonumber(cost)
+if not units then
+  local c, h = string.match(cost, '^(%-?%d+)%+(%d+)$')
+  units, hold = tonumber(c), tonumber(h)
+end
 local mode = 'c'
 blockFor = tonumber(blockFor)
 if not blockFor then mode, blockFor = 'p', 0 end
 local burst = limit
 
 local reply = { now, 0, 0, 0, 0, 0, 0 }
-decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
+decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], units, limit, tonumber(window), burst, blockFor, token, hold)
 -- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
 local retry, delay = reply[5], reply[6]
 reply[5] = reply[7]

@@ -12,7 +12,9 @@
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
   KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
-  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
+  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units, or '<cost>+<hold>' with the
+            units a `reserve` holds back for higher criticalities: checked with cost + hold, charged cost), limit,
+            window (ms); blockFor
             (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
             whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
             rest of the string as it is), left out with its space when empty
@@ -29,13 +31,19 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
 limit = tonumber(limit)
+local hold = 0
+local units = tonumber(cost)
+if not units then
+  local c, h = string.match(cost, '^(%-?%d+)%+(%d+)$')
+  units, hold = tonumber(c), tonumber(h)
+end
 local mode = 'c'
 blockFor = tonumber(blockFor)
 if not blockFor then mode, blockFor = 'p', 0 end
 local burst = limit
 --@burst
 local reply = { now, 0, 0, 0, 0, 0, 0 }
-decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
+decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], units, limit, tonumber(window), burst, blockFor, token, hold)
 -- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
 local retry, delay = reply[5], reply[6]
 reply[5] = reply[7]

@@ -33,8 +33,8 @@ const MODE_NUMBER: Readonly<Record<string, number>> = { c: 1, p: 2, r: 3, b: 4, 
 /**
  * The keys and the one argument of a decide.lua call, written decision after decision in the layout its header
  * gives (the one place it is written down): keys per policy (state, lockout), then the deny key; one JSON array
- * of the call's distinct policy shapes (algorithm id, cost (units), limit, window (ms), burst, blockFor (ms)),
- * then, per decision, its mode and its number of policies, and per policy its shape's index and its token (0
+ * of the call's distinct policy shapes (algorithm id, cost (units), limit, window (ms), burst, blockFor (ms),
+ * and the hold (units) only when there is one), then, per decision, its mode and its number of policies, and per policy its shape's index and its token (0
  * for none). Numbers are whole, so they print exactly. A calendar window's window is its four period starts,
  * and an escalating lockout's blockFor `[first ms, factor, max ms, forgiveAfter ms]`: nested arrays.
  */
@@ -48,12 +48,13 @@ export class DecideCall {
   /** Appends one decision of `calls` (one tracker's policies) in `mode` (`c`, `p`, `r`, `b` or `x`). */
   add(calls: readonly RateLimitCall[], mode: string): this {
     let json = `,${MODE_NUMBER[mode]},${calls.length}`;
-    for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey } of calls) {
+    for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey, hold } of calls) {
       this.keys.push(stateKey, blockKey);
       // An escalating lockout is [first, factor, max, forgiveAfter]; a plain one stays a number.
       const blockFor =
         escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
-      const shape = `[${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor}]`;
+      // A hold (policy `reserve`) is a seventh value, written only when there is one: the usual shape stays six.
+      const shape = `[${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor}${hold ? `,${hold}` : ''}]`;
       let index = this.shapes.get(shape);
       if (index === undefined) {
         index = this.shapes.size + 1;
@@ -87,12 +88,13 @@ export function isOnePolicy(calls: readonly RateLimitCall[], mode: string): bool
 /**
  * A one-policy decision's keys and argument (algorithms/one-policy.lua, for a call {@link isOnePolicy} accepts): the keys
  * {@link DecideCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
- * algorithm, so no id): cost, limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose
- * capacity it is, else the token when there is one (last: it may hold spaces).
+ * algorithm, so no id): cost (`<cost>+<hold>` when the call holds units back, policy `reserve`), limit, window
+ * ms, blockFor ms or `p` for a peek, then burst for an algorithm whose capacity it is, else the token when there
+ * is one (last: it may hold spaces).
  */
 export function onePolicyCall(call: RateLimitCall, mode: string): { keys: string[]; args: string[] } {
-  const { algorithm, cost, params, token } = call;
-  const packed = `${cost} ${params.limit} ${params.windowMs} ${mode === 'p' ? 'p' : call.blockForMs}`;
+  const { algorithm, cost, params, token, hold } = call;
+  const packed = `${hold ? `${cost}+${hold}` : cost} ${params.limit} ${params.windowMs} ${mode === 'p' ? 'p' : call.blockForMs}`;
   return {
     keys: [call.stateKey, call.blockKey, denyKeyOf(call)],
     args: [algorithm.usesBurst ? `${packed} ${params.burst}` : token === '' ? packed : `${packed} ${token}`],
