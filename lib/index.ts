@@ -41,6 +41,7 @@ export type {
   RateLimitSettle,
   RateLimitQuotaUnit,
   RateLimitEscalation,
+  RateLimitReserve,
 } from './interfaces/policy.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
 export type {
