@@ -84,6 +84,7 @@ export { RateLimitAdmin, type RateLimitDenial } from './rate-limit-admin.service
 export { RateLimitOutbound } from './rate-limit-outbound.service';
 export type {
   ConsumeOptions,
+  LeaseOptions,
   MultiDecision,
   AcquireOptions,
   WrapFetchOptions,

@@ -13,11 +13,14 @@ import type { RateLimitEngine } from '../pipeline/rate-limit.engine';
 import { IntervalWarning } from '../shared/interval-warning';
 import type { RateLimitCall } from '../stores/store.interface';
 import { trackerOf, type RouteOutcome } from './decide-route';
-import type { AdaptiveAdmission, HeaderParts } from './route-adaptive';
+import { overloaded, type AdaptiveAdmission, type HeaderParts } from './route-adaptive';
 import { LeaseHeartbeats } from './lease-heartbeats';
 import type { RoutePlan } from './route-plan';
 import { RouteSettlements } from './route-settlement';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
+
+/** The message of a call refused by a policy's `reserve`: what is left is kept for more critical calls. */
+const RESERVED_MESSAGE = 'Service Unavailable: the capacity left is reserved for more critical requests; retry later.';
 
 /** What a {@link RouteResponder} answers with and through. */
 export interface RouteResponderDeps {
@@ -133,7 +136,9 @@ export class RouteResponder {
 
   /**
    * The error a rejected call is answered with, shaped for its transport by its context adapter: a 503 when a
-   * `fail-closed` policy met a failed store, else a 429 (an `insurance` fallback's rejection included).
+   * `fail-closed` policy met a failed store; a 503 with `Retry-After` (`temporary-reduced-capacity`) when only
+   * reserves refused it, the share kept for more critical calls; else a 429 (an `insurance` fallback's
+   * rejection included).
    */
   private rejection(context: ExecutionContext, call: RateLimitContextAdapter, { decisions, calls }: RouteOutcome): Error {
     if (decisions.some((d, i) => failedClosed(d, calls[i]))) {
@@ -141,6 +146,10 @@ export class RouteResponder {
     }
     const rejecting = decisions.filter(isViolated);
     const retryAfter = retryAfterSeconds(rejecting);
+    if (rejecting.length > 0 && rejecting.every((d) => d.reason === 'reserved')) {
+      const refusal = { message: RESERVED_MESSAGE, retryAfter: Math.max(1, retryAfter ?? 1), decisions };
+      return overloaded(call, refusal, this.options.errorFormat === 'problem+json');
+    }
     const { errorMessage = 'Too Many Requests' } = this.options;
     const message = typeof errorMessage === 'function' ? errorMessage(context, decisions) : errorMessage;
     if (retryAfter !== null) return this.reject(call, { message, retryAfter, decisions });
@@ -221,13 +230,13 @@ export class RouteResponder {
 /**
  * `decisions` with each rejecting `concurrency` decision's wait cut to `holdMs`, the route's running
  * estimate of how long a lease is held (at least 1 ms, so `Retry-After` is at least 1 s once rounded up),
- * but never past its soonest lease expiry: a slot typically frees long before the lease's TTL. Lockouts,
- * fallbacks and requests that can never fit keep their own wait.
+ * but never past its soonest lease expiry: a slot typically frees long before the lease's TTL (a reserve's
+ * refusal included). Lockouts, fallbacks and requests that can never fit keep their own wait.
  */
 function leaseHint(plan: RoutePlan, decisions: RateLimitDecision[], holdMs: number): RateLimitDecision[] {
   return decisions.map((d, i) =>
     !d.allowed &&
-    d.reason === undefined &&
+    (d.reason === undefined || d.reason === 'reserved') &&
     d.retryAfterMs > 0 &&
     Number.isFinite(d.retryAfterMs) &&
     plan.policies[i].compiled.algorithm.name === 'concurrency'
