@@ -41,6 +41,7 @@ export type {
   RateLimitSettle,
   RateLimitQuotaUnit,
   RateLimitEscalation,
+  RateLimitReserve,
 } from './interfaces/policy.interface';
 export type { RateLimitDecision, RateLimitDecisionReason } from './interfaces/decision.interface';
 export type {
@@ -83,6 +84,7 @@ export { RateLimitAdmin, type RateLimitDenial } from './rate-limit-admin.service
 export { RateLimitOutbound } from './rate-limit-outbound.service';
 export type {
   ConsumeOptions,
+  LeaseOptions,
   MultiDecision,
   AcquireOptions,
   WrapFetchOptions,

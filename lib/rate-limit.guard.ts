@@ -56,7 +56,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
   private readonly responder: RouteResponder;
   /** Warns once per route about `by: 'user'` calls that came without a user (limited per IP). */
   private readonly userFallbacks = new UserFallbackWarnings();
-  /** Each call's criticality, for adaptive limits partitioned by it. */
+  /** Each call's criticality, for the shedder, adaptive limits partitioned by it and policies' `reserve`. */
   private readonly criticalities: CallCriticalities;
   /** Where the adaptive limits' admissions are told (the module's event bus). */
   private readonly adaptiveLimits: RateLimitAdaptiveLimits;
@@ -123,14 +123,15 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     criticality: RateLimitCriticality | undefined,
   ): boolean | Promise<boolean> {
     if (plan.adaptive === undefined || !caller.hearsEnd)
-      return plan.policies.length === 0 || this.decideStore(context, caller, plan, undefined);
+      return plan.policies.length === 0 || this.decideStore(context, caller, plan, undefined, criticality);
+    criticality ??= this.criticalities.of(context);
     const started = this.adaptiveLimits.started();
-    const admission = AdaptiveAdmission.admit(plan.adaptive, criticality ?? this.criticalities.of(context));
+    const admission = AdaptiveAdmission.admit(plan.adaptive, criticality);
     this.adaptiveLimits.report(admission.admitted, admission.decisions, started);
     if (!admission.admitted) return rejectSoon(this.responder.refuse(caller, admission));
     if (plan.policies.length === 0) return this.responder.respond(context, caller, plan, admittedOnly(admission));
     try {
-      const answer = this.decideStore(context, caller, plan, admission);
+      const answer = this.decideStore(context, caller, plan, admission, criticality);
       return answer instanceof Promise ? answer.catch((error: unknown) => this.failed(admission, error)) : answer;
     } catch (error) {
       return this.failed(admission, error);
@@ -153,12 +154,16 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
     throw error;
   }
 
-  /** Decides the store's policies of `plan` and answers the call, with `admission`'s part when it has one. */
+  /**
+   * Decides the store's policies of `plan` and answers the call, with `admission`'s part when it has one. The
+   * call's criticality is found here if a policy's `reserve` needs it and nothing before did.
+   */
   private decideStore(
     context: ExecutionContext,
     caller: RateLimitContextAdapter,
     plan: RoutePlan,
     admission: AdaptiveAdmission | undefined,
+    criticality: RateLimitCriticality | undefined,
   ): boolean | Promise<boolean> {
     const outcome = decideRoute({
       plan,
@@ -169,6 +174,7 @@ export class RateLimitGuard implements CanActivate, OnApplicationShutdown {
       ips: this.ips,
       deadlines: this.deadlines,
       userFallbacks: this.userFallbacks,
+      criticality: plan.reserves ? (criticality ?? this.criticalities.of(context)) : undefined,
     });
     if (outcome instanceof Promise) return outcome.then((o) => this.responder.respond(context, caller, plan, withAdmission(o, admission)));
     return this.responder.respond(context, caller, plan, withAdmission(outcome, admission));

@@ -8,6 +8,7 @@ import type { Duration, RateLimitPolicy } from './interfaces/policy.interface';
 import type {
   AcquireOptions,
   ConsumeOptions,
+  LeaseOptions,
   MultiDecision,
   PartnerPauseOptions,
   RateLimitLease,
@@ -24,11 +25,18 @@ import { RateLimitAdaptiveLimits } from './overload/adaptive-limits';
 import { leaseOf } from './service/lease';
 import type { PartnerResponse } from './service/partner-response';
 import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
-import { ServiceCalls } from './service/service-calls';
+import { priorityOf, ServiceCalls } from './service/service-calls';
 import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
 import { penalizeIn } from './stores/store-health';
 
-export type { AcquireOptions, ConsumeOptions, MultiDecision, RateLimitLease, WrapFetchOptions } from './interfaces/service.interface';
+export type {
+  AcquireOptions,
+  ConsumeOptions,
+  LeaseOptions,
+  MultiDecision,
+  RateLimitLease,
+  WrapFetchOptions,
+} from './interfaces/service.interface';
 
 /**
  * Rate limiting without HTTP: jobs, queues, anything keyed by a string — take, peek, reserve, refund, penalise,
@@ -72,7 +80,11 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     this.adaptive = new AdaptiveAdmissions(adaptiveLimits ?? new RateLimitAdaptiveLimits(options.hooks, options.nearLimitRatio));
   }
 
-  /** Takes `cost` units (default 1) from `key`'s quota under `policy`; a rejection takes nothing. */
+  /**
+   * Takes `cost` units (default 1) from `key`'s quota under `policy`; a rejection takes nothing. A policy with a
+   * `reserve` keeps its share for calls above `priority` (default `'default'`).
+   * @example const d = await limiter.consume(exportsPolicy, tenantId, { priority: 'critical' });
+   */
   consume(policy: RateLimitPolicy, key: string, options: ConsumeOptions = {}): Promise<RateLimitDecision> {
     return this.decideOne(policy, key, options, 'consume');
   }
@@ -84,7 +96,12 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
   async consumeAll(policies: readonly RateLimitPolicy[], key: string, options: ConsumeOptions = {}): Promise<MultiDecision> {
     const requests = policies.map((policy) => this.calls.request(policy, options.cost, key));
     assertDistinctNames(requests);
-    const { allowed, decisions } = await this.calls.engine.decide(this.calls.trackerKeys(key), requests, 'consume');
+    const { allowed, decisions } = await this.calls.engine.decide(
+      this.calls.trackerKeys(key),
+      requests,
+      'consume',
+      priorityOf(options.priority),
+    );
     this.calls.assertOpen();
     return { allowed, decisions };
   }
@@ -107,7 +124,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
       .concat(policies)
       .map((policy): PolicyRequest => ({ ...this.calls.request(policy, options.cost, key), settled: true }));
     assertReservable(requests);
-    const result = await this.calls.engine.decide(this.calls.trackerKeys(key), requests, 'consume');
+    const result = await this.calls.engine.decide(this.calls.trackerKeys(key), requests, 'consume', priorityOf(options.priority));
     this.calls.assertOpen();
     return reservationOf(this.calls.engine, result, () => this.calls.assertOpen());
   }
@@ -161,14 +178,19 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * may outlast it keeps it with `extend()`.
    * @example const lease = await limiter.lease(exportsPolicy, tenantId); try { … } finally { await lease.release(); }
    */
-  async lease(policy: RateLimitPolicy, key: string): Promise<RateLimitLease> {
+  async lease(policy: RateLimitPolicy, key: string, options: LeaseOptions = {}): Promise<RateLimitLease> {
     const request = this.calls.request(policy, undefined, key);
     if (request.compiled.algorithm.name !== 'concurrency') {
       throw new RateLimitConfigError(
         `lease: policy '${request.compiled.name}' uses '${request.compiled.algorithm.name}'; leases need algorithm 'concurrency'.`,
       );
     }
-    const { decisions, calls } = await this.calls.engine.decide(this.calls.trackerKeys(key), [request], 'consume');
+    const { decisions, calls } = await this.calls.engine.decide(
+      this.calls.trackerKeys(key),
+      [request],
+      'consume',
+      priorityOf(options.priority),
+    );
     this.calls.assertOpen();
     return leaseOf(this.calls.engine, request.compiled, decisions[0], calls, () => this.calls.assertOpen());
   }
@@ -294,7 +316,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
           ? engine.consumePlain(this.calls.stateSlot(known, request.compiled), request)
           : undefined;
       if (plain !== undefined) return Promise.resolve(plain);
-      const result = engine.decideNowOrLater(known.keys, [request], mode);
+      const result = engine.decideNowOrLater(known.keys, [request], mode, priorityOf(options.priority));
       return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));
     } catch (error) {
       return Promise.reject(error as Error);

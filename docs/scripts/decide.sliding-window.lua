@@ -16,6 +16,8 @@
                    [3] limit (units per window)  [4] window (ms; a calendar window: its four period starts, ms)
                    [5] burst (units: the capacity of token-bucket, gcra and leaky-bucket; the others ignore it)
                    [6] blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ])
+                   [7] hold (units the decision must leave untaken, a `reserve` for higher criticalities), left
+                       out when 0: the counter is checked with cost + hold and charged cost
           a decision: +0 mode: 1 consume | 2 peek (charges nothing; may drop expired entries) | 3 refund cost
              (units) / release the lease | 4 block for blockFor, never shortening a lockout in force, the token
              kept as its note (a deny's reason) | 5 penalty: charge cost whatever the counter says (the refund
@@ -31,9 +33,11 @@
         retry after (ms, -1 = never), delay (ms), more (ms until additional quota: `remaining` grows by one; 0
         when nothing is used; a lockout's end at the soonest) }
     status, a VERDICT_* code: VERDICT_ALLOWED; rejected: VERDICT_LIMITED by the counter, VERDICT_BLOCKED by a
-    lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1), VERDICT_DENIED (the tracker's deny key: every policy,
-    with remaining 0, reset = retry = more = the deny's end, and its reason in place of the delay, 0 without
-    one). (VERDICT_STORE_UNAVAILABLE is TypeScript's: a fallback's verdict, never replied.)
+    lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1; with a hold, cost + hold above the capacity),
+    VERDICT_RESERVED (the cost fits the counter, but not with the hold: no lockout starts, and the waits are
+    the held check's), VERDICT_DENIED (the tracker's deny key: every policy, with remaining 0, reset = retry =
+    more = the deny's end, and its reason in place of the delay, 0 without one). (VERDICT_STORE_UNAVAILABLE is
+    TypeScript's: a fallback's verdict, never replied.) With a hold, remaining leaves the held units out.
     A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
     Refund and block decisions add nothing. A decision that failed has its error message (a string) in
     its first status slot, and zeros.
@@ -68,6 +72,7 @@ local VERDICT_BLOCKED = 2
 local VERDICT_COST_EXCEEDS_CAPACITY = 3
 local VERDICT_STORE_UNAVAILABLE = 4
 local VERDICT_DENIED = 5
+local VERDICT_RESERVED = 6
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 local ALG = {}
 -- One policy, plain lockout: decide-one.lua's function for each algorithm, by id.
@@ -104,7 +109,7 @@ end
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 
-  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
     now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
               reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
@@ -112,9 +117,13 @@ end
     mode      'c' consume or 'p' peek
     key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
+    hold      units the decision must leave untaken (a `reserve` for higher criticalities; 0 = none): the counter
+              is checked with cost + hold, only cost is charged, and a decision that fits without the hold alone
+              is VERDICT_RESERVED (no lockout), with the wait of the held check
   Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
     reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
-    code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the check does).
+    code (lib/stores/verdicts.ts); with a hold, remaining is what is left once the hold is kept. Raises on
+    someone else's data under a key (the check does).
   From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
   What stands before the function is written once per script, the function once per algorithm.
 ]]
@@ -226,7 +235,7 @@ ALG[2] = {
     slidingStore(key, id, c, prev, cur == 0 and slidingReset(id, c, prev, window, now) or nil)
   end,
 }
-DECIDE_ONE[2] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+DECIDE_ONE[2] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
   -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
   local denial = redis.call('GET', dkey)
   if denial then
@@ -244,6 +253,9 @@ DECIDE_ONE[2] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
+  -- A reserve: the counter is checked with the units held back for higher criticalities; only `charge` is taken.
+  local charge = cost
+  cost = charge + hold
   do
     local id, cur, prev, fresh = slidingCounts(key, window, now)
     local e = now - id * window
@@ -276,38 +288,53 @@ DECIDE_ONE[2] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     end
   end
   local capacity = limit
-  if ok and cost <= capacity then
+  local fits, reserved = ok and cost <= capacity, false
+  if cost <= capacity and (hold > 0 or (fits and mode ~= 'c')) then
+    -- Checked again without the hold: the state a commit writes (or, refused, whether the reserve alone refuses,
+    -- with the wait the held check measured). A peek charges nothing: it reports the quota as it stands, what a
+    -- check of cost 0 sees.
+    local heldRemaining, heldReset, heldRetry, heldMore = remaining, reset, retry, more
+    cost = charge
+    if fits and mode ~= 'c' then cost = 0 end
+    do
+      local id, cur, prev, fresh = slidingCounts(key, window, now)
+      local e = now - id * window
+      local used = prev * (window - e) + cur * window
+      if used + cost * window <= limit * window then
+        ok, remaining, retry, delay = true, math.floor((limit * window - used - cost * window) / window), 0, 0
+        reset = slidingReset(id, cur + cost, prev, window, now)
+        more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now)
+        s1, s2, s3, s4 = id, cur + cost, prev, fresh or cur == 0
+      else
+        ok, remaining, delay = false, math.floor(math.max(limit * window - used, 0) / window), 0
+        reset = slidingReset(id, cur, prev, window, now)
+        retry = slidingRetry(id, e, cur, prev, cost, limit, window, now)
+        more = slidingMore(id, e, cur, prev, remaining, limit, window, now)
+      end
+    end
+    if fits then
+      if mode ~= 'c' then delay = 0 end
+    else
+      reserved = ok
+      remaining, reset, retry, delay, more = heldRemaining, heldReset, heldRetry, 0, heldMore
+    end
+  end
+  -- What the decision's class may still take: the units held back are not its own.
+  if hold > 0 then remaining = math.max(remaining - hold, 0) end
+  if fits then
     if mode == 'c' then
       do
         if reset ~= 0 then slidingStore(key, s1, s2, s3, s4 and reset or nil) end
       end
-    else
-      -- A peek charges nothing: it reports the quota as it stands, what a check of cost 0 sees.
-      cost = 0
-      do
-        local id, cur, prev, fresh = slidingCounts(key, window, now)
-        local e = now - id * window
-        local used = prev * (window - e) + cur * window
-        if used + cost * window <= limit * window then
-          ok, remaining, retry, delay = true, math.floor((limit * window - used - cost * window) / window), 0, 0
-          reset = slidingReset(id, cur + cost, prev, window, now)
-          more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now)
-          s1, s2, s3, s4 = id, cur + cost, prev, fresh or cur == 0
-        else
-          ok, remaining, delay = false, math.floor(math.max(limit * window - used, 0) / window), 0
-          reset = slidingReset(id, cur, prev, window, now)
-          retry = slidingRetry(id, e, cur, prev, cost, limit, window, now)
-          more = slidingMore(id, e, cur, prev, remaining, limit, window, now)
-        end
-      end
-      delay = 0
     end
     reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
     return
   end
   local status = VERDICT_LIMITED
-  if cost > capacity then
+  if charge + hold > capacity then
     status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+  elseif reserved then
+    status = VERDICT_RESERVED
   elseif blockFor > 0 and mode == 'c' then
     if not now then
       local t = redis.call('TIME')
@@ -332,14 +359,14 @@ local reply = { now }
 local A = cjson.decode(ARGV[1])
 local SHAPES = A[1]
 
--- Policy i of the decision at A[d] whose keys start at KEYS[k], as nine values (no table: this runs for every
--- policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
+-- Policy i of the decision at A[d] whose keys start at KEYS[k], as ten values (no table: this runs for every
+-- policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token, hold.
 local function policy(k, d, i)
   local p = d + 2 + (i - 1) * PER_POLICY
   local s = SHAPES[A[p]]
   local token = A[p + 1]
   if token == 0 then token = '' end
-  return ALG[s[1]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], s[2], s[3], s[4], s[5], s[6], token
+  return ALG[s[1]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], s[2], s[3], s[4], s[5], s[6], token, s[7] or 0
 end
 
 -- A lockout or deny key's value as its end, offence count (0 without) and note (0 without): see the header.
@@ -427,7 +454,7 @@ local function decide(mode, n, k, d, o, unit)
   local allowed = true
   local verdicts = {}
   for i = 1, n do
-    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token, hold = policy(k, d, i)
     if unit then cost = unit end
     local b = o + (i - 1) * 6
     local v = redis.call('GET', bkey)
@@ -436,17 +463,36 @@ local function decide(mode, n, k, d, o, unit)
       allowed = false
       reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_BLOCKED, 0, until_ - now, until_ - now, 0, until_ - now
     else
-      local r = alg.check(key, cost, limit, window, burst, now, token)
-      verdicts[i] = r
+      -- A reserve: checked with the units held back for higher criticalities (see decide-one.lua).
+      local r = alg.check(key, cost + hold, limit, window, burst, now, token)
       local capacity = limit
       if alg.burst then capacity = burst end
-      if r[1] and cost <= capacity then
+      local fits, reserved, undone = r[1] and cost + hold <= capacity, false, false
+      if hold > 0 then
+        if cost + hold <= capacity then
+          -- Again without the hold: what a commit takes, or, refused, whether the reserve alone refuses (a check
+          -- that charges at once takes the held one back first, and a refused one at once).
+          alg.undo(key, r)
+          local plain = alg.check(key, cost, limit, window, burst, now, token)
+          if fits then
+            r = plain
+          else
+            reserved, undone = plain[1], true
+            alg.undo(key, plain)
+          end
+        end
+        r[2] = math.max(r[2] - hold, 0)
+      end
+      if not undone then verdicts[i] = r end
+      if fits then
         reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_ALLOWED, r[2], r[3], 0, r[5], r.more
       else
         allowed = false
         local status, reset, retry, more = VERDICT_LIMITED, r[3], r[4], r.more
-        if cost > capacity then
+        if cost + hold > capacity then
           status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+        elseif reserved then
+          status = VERDICT_RESERVED
         elseif blockFor ~= 0 and mode == 'c' then
           local len, value, px = lockoutFor(blockFor, v)
           redis.call('SET', bkey, value, 'PX', px)
@@ -482,9 +528,11 @@ local function decide(mode, n, k, d, o, unit)
   for i = 1, n do
     local b = o + (i - 1) * 6
     if reply[b] == VERDICT_ALLOWED then
-      local alg, key, _, _, limit, window, burst, _, token = policy(k, d, i)
+      local alg, key, _, _, limit, window, burst, _, token, hold = policy(k, d, i)
       local r = alg.check(key, 0, limit, window, burst, now, token)
-      reply[b + 1], reply[b + 2], reply[b + 4], reply[b + 5] = r[2], r[3], 0, r.more
+      local remaining = r[2]
+      if hold > 0 then remaining = math.max(remaining - hold, 0) end
+      reply[b + 1], reply[b + 2], reply[b + 4], reply[b + 5] = remaining, r[3], 0, r.more
     end
   end
 end
@@ -515,7 +563,7 @@ while A[d] do
       local s = SHAPES[A[d + 2]]
       local token = A[d + 3]
       if token == 0 then token = '' end
-      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token)
+      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token, s[7] or 0)
     else
       ok, err = pcall(decide, mode, n, k, d, o)
     end

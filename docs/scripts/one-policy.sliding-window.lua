@@ -14,11 +14,12 @@
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
   KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
-  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
-            (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
-            whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
-            rest of the string as it is), left out with its space when empty; every number in hex (a negative
-            cost, a lease's renewal, with its '-')
+  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units; 'n<units>' for a negative
+            cost, a lease's renewal; '<cost>+<hold>' with the units a `reserve` holds back for higher
+            criticalities: checked with cost + hold, charged cost), limit, window (ms); blockFor (ms, 0 = none)
+            for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm whose capacity
+            it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the rest of the
+            string as it is), left out with its space when empty; every number in hex
         [2] present ('t') when the caller needs the server's clock in the reply (a charge that may be given
             back later says when it was made); an algorithm that reads the clock only when it needs it
             (fixed-window) reads it then, and replies now 0 when it did not
@@ -33,6 +34,7 @@ local VERDICT_BLOCKED = 2
 local VERDICT_COST_EXCEEDS_CAPACITY = 3
 local VERDICT_STORE_UNAVAILABLE = 4
 local VERDICT_DENIED = 5
+local VERDICT_RESERVED = 6
 --[[
   State kept in a string key: whole numbers joined by ':' (fixed-window, sliding-window and the buckets).
   One GET and one SET … PX (or KEEPTTL) do what HMGET, HSET and PEXPIRE did on a small hash, and the key is
@@ -65,7 +67,7 @@ end
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 
-  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
     now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
               reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
@@ -73,9 +75,13 @@ end
     mode      'c' consume or 'p' peek
     key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
+    hold      units the decision must leave untaken (a `reserve` for higher criticalities; 0 = none): the counter
+              is checked with cost + hold, only cost is charged, and a decision that fits without the hold alone
+              is VERDICT_RESERVED (no lockout), with the wait of the held check
   Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
     reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
-    code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the check does).
+    code (lib/stores/verdicts.ts); with a hold, remaining is what is left once the hold is kept. Raises on
+    someone else's data under a key (the check does).
   From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
   What stands before the function is written once per script, the function once per algorithm.
 ]]
@@ -139,8 +145,19 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
 -- Numbers come in hex: tonumber reads them with strtoul, where decimal takes strtod, several times the work.
-if string.byte(cost) == 45 then cost = -tonumber(string.sub(cost, 2), 16) else cost = tonumber(cost, 16) end
+local hold = 0
 limit, window = tonumber(limit, 16), tonumber(window, 16)
+local units = tonumber(cost, 16)
+if units then
+  cost = units
+else
+  -- A lease's renewal ('n' before its units: a negative cost), or a reserve's hold ('+' after the cost).
+  local sign, held
+  sign, units, held = string.match(cost, '^(n?)(%x+)%+?(%x*)$')
+  cost = tonumber(units, 16)
+  if sign == 'n' then cost = -cost end
+  if held ~= '' then hold = tonumber(held, 16) end
+end
 local mode = 'c'
 blockFor = tonumber(blockFor, 16)
 if not blockFor then mode, blockFor = 'p', 0 end
@@ -166,6 +183,9 @@ repeat
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
+  -- A reserve: the counter is checked with the units held back for higher criticalities; only `charge` is taken.
+  local charge = cost
+  cost = charge + hold
   do
     local id, cur, prev, fresh = slidingCounts(key, window, now)
     local e = now - id * window
@@ -198,38 +218,53 @@ repeat
     end
   end
   local capacity = limit
-  if ok and cost <= capacity then
+  local fits, reserved = ok and cost <= capacity, false
+  if cost <= capacity and (hold > 0 or (fits and mode ~= 'c')) then
+    -- Checked again without the hold: the state a commit writes (or, refused, whether the reserve alone refuses,
+    -- with the wait the held check measured). A peek charges nothing: it reports the quota as it stands, what a
+    -- check of cost 0 sees.
+    local heldRemaining, heldReset, heldRetry, heldMore = remaining, reset, retry, more
+    cost = charge
+    if fits and mode ~= 'c' then cost = 0 end
+    do
+      local id, cur, prev, fresh = slidingCounts(key, window, now)
+      local e = now - id * window
+      local used = prev * (window - e) + cur * window
+      if used + cost * window <= limit * window then
+        ok, remaining, retry, delay = true, math.floor((limit * window - used - cost * window) / window), 0, 0
+        reset = slidingReset(id, cur + cost, prev, window, now)
+        more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now)
+        s1, s2, s3, s4 = id, cur + cost, prev, fresh or cur == 0
+      else
+        ok, remaining, delay = false, math.floor(math.max(limit * window - used, 0) / window), 0
+        reset = slidingReset(id, cur, prev, window, now)
+        retry = slidingRetry(id, e, cur, prev, cost, limit, window, now)
+        more = slidingMore(id, e, cur, prev, remaining, limit, window, now)
+      end
+    end
+    if fits then
+      if mode ~= 'c' then delay = 0 end
+    else
+      reserved = ok
+      remaining, reset, retry, delay, more = heldRemaining, heldReset, heldRetry, 0, heldMore
+    end
+  end
+  -- What the decision's class may still take: the units held back are not its own.
+  if hold > 0 then remaining = math.max(remaining - hold, 0) end
+  if fits then
     if mode == 'c' then
       do
         if reset ~= 0 then slidingStore(key, s1, s2, s3, s4 and reset or nil) end
       end
-    else
-      -- A peek charges nothing: it reports the quota as it stands, what a check of cost 0 sees.
-      cost = 0
-      do
-        local id, cur, prev, fresh = slidingCounts(key, window, now)
-        local e = now - id * window
-        local used = prev * (window - e) + cur * window
-        if used + cost * window <= limit * window then
-          ok, remaining, retry, delay = true, math.floor((limit * window - used - cost * window) / window), 0, 0
-          reset = slidingReset(id, cur + cost, prev, window, now)
-          more = slidingMore(id, e, cur + cost, prev, remaining, limit, window, now)
-          s1, s2, s3, s4 = id, cur + cost, prev, fresh or cur == 0
-        else
-          ok, remaining, delay = false, math.floor(math.max(limit * window - used, 0) / window), 0
-          reset = slidingReset(id, cur, prev, window, now)
-          retry = slidingRetry(id, e, cur, prev, cost, limit, window, now)
-          more = slidingMore(id, e, cur, prev, remaining, limit, window, now)
-        end
-      end
-      delay = 0
     end
     reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_ALLOWED, remaining, reset, 0, delay, more
     break
   end
   local status = VERDICT_LIMITED
-  if cost > capacity then
+  if charge + hold > capacity then
     status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+  elseif reserved then
+    status = VERDICT_RESERVED
   elseif blockFor > 0 and mode == 'c' then
     if not now then
       local t = redis.call('TIME')

@@ -16,6 +16,8 @@
                    [3] limit (units per window)  [4] window (ms; a calendar window: its four period starts, ms)
                    [5] burst (units: the capacity of token-bucket, gcra and leaky-bucket; the others ignore it)
                    [6] blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ])
+                   [7] hold (units the decision must leave untaken, a `reserve` for higher criticalities), left
+                       out when 0: the counter is checked with cost + hold and charged cost
           a decision: +0 mode: 1 consume | 2 peek (charges nothing; may drop expired entries) | 3 refund cost
              (units) / release the lease | 4 block for blockFor, never shortening a lockout in force, the token
              kept as its note (a deny's reason) | 5 penalty: charge cost whatever the counter says (the refund
@@ -31,9 +33,11 @@
         retry after (ms, -1 = never), delay (ms), more (ms until additional quota: `remaining` grows by one; 0
         when nothing is used; a lockout's end at the soonest) }
     status, a VERDICT_* code: VERDICT_ALLOWED; rejected: VERDICT_LIMITED by the counter, VERDICT_BLOCKED by a
-    lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1), VERDICT_DENIED (the tracker's deny key: every policy,
-    with remaining 0, reset = retry = more = the deny's end, and its reason in place of the delay, 0 without
-    one). (VERDICT_STORE_UNAVAILABLE is TypeScript's: a fallback's verdict, never replied.)
+    lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1; with a hold, cost + hold above the capacity),
+    VERDICT_RESERVED (the cost fits the counter, but not with the hold: no lockout starts, and the waits are
+    the held check's), VERDICT_DENIED (the tracker's deny key: every policy, with remaining 0, reset = retry =
+    more = the deny's end, and its reason in place of the delay, 0 without one). (VERDICT_STORE_UNAVAILABLE is
+    TypeScript's: a fallback's verdict, never replied.) With a hold, remaining leaves the held units out.
     A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
     Refund and block decisions add nothing. A decision that failed has its error message (a string) in
     its first status slot, and zeros.
@@ -79,14 +83,14 @@ local reply = { now }
 local A = cjson.decode(ARGV[1])
 local SHAPES = A[1]
 
--- Policy i of the decision at A[d] whose keys start at KEYS[k], as nine values (no table: this runs for every
--- policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token.
+-- Policy i of the decision at A[d] whose keys start at KEYS[k], as ten values (no table: this runs for every
+-- policy of every decision): algorithm, state key, block key, cost, limit, window, burst, blockFor, token, hold.
 local function policy(k, d, i)
   local p = d + 2 + (i - 1) * PER_POLICY
   local s = SHAPES[A[p]]
   local token = A[p + 1]
   if token == 0 then token = '' end
-  return ALG[s[1]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], s[2], s[3], s[4], s[5], s[6], token
+  return ALG[s[1]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], s[2], s[3], s[4], s[5], s[6], token, s[7] or 0
 end
 
 -- A lockout or deny key's value as its end, offence count (0 without) and note (0 without): see the header.
@@ -174,7 +178,7 @@ local function decide(mode, n, k, d, o, unit)
   local allowed = true
   local verdicts = {}
   for i = 1, n do
-    local alg, key, bkey, cost, limit, window, burst, blockFor, token = policy(k, d, i)
+    local alg, key, bkey, cost, limit, window, burst, blockFor, token, hold = policy(k, d, i)
     if unit then cost = unit end
     local b = o + (i - 1) * 6
     local v = redis.call('GET', bkey)
@@ -183,17 +187,36 @@ local function decide(mode, n, k, d, o, unit)
       allowed = false
       reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_BLOCKED, 0, until_ - now, until_ - now, 0, until_ - now
     else
-      local r = alg.check(key, cost, limit, window, burst, now, token)
-      verdicts[i] = r
+      -- A reserve: checked with the units held back for higher criticalities (see decide-one.lua).
+      local r = alg.check(key, cost + hold, limit, window, burst, now, token)
       local capacity = limit
       if alg.burst then capacity = burst end
-      if r[1] and cost <= capacity then
+      local fits, reserved, undone = r[1] and cost + hold <= capacity, false, false
+      if hold > 0 then
+        if cost + hold <= capacity then
+          -- Again without the hold: what a commit takes, or, refused, whether the reserve alone refuses (a check
+          -- that charges at once takes the held one back first, and a refused one at once).
+          alg.undo(key, r)
+          local plain = alg.check(key, cost, limit, window, burst, now, token)
+          if fits then
+            r = plain
+          else
+            reserved, undone = plain[1], true
+            alg.undo(key, plain)
+          end
+        end
+        r[2] = math.max(r[2] - hold, 0)
+      end
+      if not undone then verdicts[i] = r end
+      if fits then
         reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_ALLOWED, r[2], r[3], 0, r[5], r.more
       else
         allowed = false
         local status, reset, retry, more = VERDICT_LIMITED, r[3], r[4], r.more
-        if cost > capacity then
+        if cost + hold > capacity then
           status, retry = VERDICT_COST_EXCEEDS_CAPACITY, -1
+        elseif reserved then
+          status = VERDICT_RESERVED
         elseif blockFor ~= 0 and mode == 'c' then
           local len, value, px = lockoutFor(blockFor, v)
           redis.call('SET', bkey, value, 'PX', px)
@@ -229,9 +252,11 @@ local function decide(mode, n, k, d, o, unit)
   for i = 1, n do
     local b = o + (i - 1) * 6
     if reply[b] == VERDICT_ALLOWED then
-      local alg, key, _, _, limit, window, burst, _, token = policy(k, d, i)
+      local alg, key, _, _, limit, window, burst, _, token, hold = policy(k, d, i)
       local r = alg.check(key, 0, limit, window, burst, now, token)
-      reply[b + 1], reply[b + 2], reply[b + 4], reply[b + 5] = r[2], r[3], 0, r.more
+      local remaining = r[2]
+      if hold > 0 then remaining = math.max(remaining - hold, 0) end
+      reply[b + 1], reply[b + 2], reply[b + 4], reply[b + 5] = remaining, r[3], 0, r.more
     end
   end
 end
@@ -262,7 +287,7 @@ while A[d] do
       local s = SHAPES[A[d + 2]]
       local token = A[d + 3]
       if token == 0 then token = '' end
-      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token)
+      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token, s[7] or 0)
     else
       ok, err = pcall(decide, mode, n, k, d, o)
     end

@@ -14,11 +14,12 @@
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
   KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
-  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
-            (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
-            whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
-            rest of the string as it is), left out with its space when empty; every number in hex (a negative
-            cost, a lease's renewal, with its '-')
+  ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units; 'n<units>' for a negative
+            cost, a lease's renewal; '<cost>+<hold>' with the units a `reserve` holds back for higher
+            criticalities: checked with cost + hold, charged cost), limit, window (ms); blockFor (ms, 0 = none)
+            for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm whose capacity
+            it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the rest of the
+            string as it is), left out with its space when empty; every number in hex
         [2] present ('t') when the caller needs the server's clock in the reply (a charge that may be given
             back later says when it was made); an algorithm that reads the clock only when it needs it
             (fixed-window) reads it then, and replies now 0 when it did not
@@ -34,8 +35,19 @@ local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 --@clock
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
 -- Numbers come in hex: tonumber reads them with strtoul, where decimal takes strtod, several times the work.
-if string.byte(cost) == 45 then cost = -tonumber(string.sub(cost, 2), 16) else cost = tonumber(cost, 16) end
+local hold = 0
 limit, window = tonumber(limit, 16), tonumber(window, 16)
+local units = tonumber(cost, 16)
+if units then
+  cost = units
+else
+  -- A lease's renewal ('n' before its units: a negative cost), or a reserve's hold ('+' after the cost).
+  local sign, held
+  sign, units, held = string.match(cost, '^(n?)(%x+)%+?(%x*)$')
+  cost = tonumber(units, 16)
+  if sign == 'n' then cost = -cost end
+  if held ~= '' then hold = tonumber(held, 16) end
+end
 local mode = 'c'
 blockFor = tonumber(blockFor, 16)
 if not blockFor then mode, blockFor = 'p', 0 end

@@ -35,6 +35,9 @@ export interface RateLimitDecision {
  * - `store-unavailable`: the store failed and `onStoreError` decided: `fail-open` allowed, `fail-closed`
  *   rejected (HTTP 503), or the in-process `insurance` twin decided either way (its rejection is a 429 with its
  *   own `retryAfterMs`);
- * - `shadow`: the policy would have rejected but runs in shadow mode.
+ * - `shadow`: the policy would have rejected but runs in shadow mode;
+ * - `reserved`: the request would fit the counter, but not without taking the share the policy's `reserve`
+ *   keeps for more critical requests (HTTP 503, `temporary-reduced-capacity`); `retryAfterMs` is when it fits
+ *   with that share kept.
  */
-export type RateLimitDecisionReason = 'blocked' | 'cost-exceeds-capacity' | 'store-unavailable' | 'shadow';
+export type RateLimitDecisionReason = 'blocked' | 'cost-exceeds-capacity' | 'store-unavailable' | 'shadow' | 'reserved';

@@ -173,6 +173,28 @@ export interface RateLimitPolicy {
    * @example { algorithm: 'token-bucket', limit: 20_000, window: '1s', by: () => 'api', slice: 50 } // 4 instances: ≤ 200 over (1 %)
    */
   slice?: number;
+  /**
+   * Shares of the capacity (`limit`, or `burst` for the bucket algorithms) kept for a criticality and those
+   * above it (`@RateLimitPriority`, the module's `priority`): a request of a lower criticality must leave them
+   * untaken. `{ critical: 0.2 }` on a limit of 100: `'default'` and `'sheddable'` requests get 80, `'critical'`
+   * ones all 100. `{ critical: 0.2, default: 0.1 }`: `'sheddable'` 70, `'default'` 80, `'critical'` 100. Each
+   * share in [0, 1), together below 1; the units held are the share of the capacity rounded to the nearest
+   * unit (at least 1 for a share above 0, never the whole capacity). Checked atomically with the counter; only
+   * the request's cost is charged. A request refused only by a reserve gets 503 with `Retry-After` (problem type
+   * `temporary-reduced-capacity`), not 429, and the decision's reason `'reserved'`; `remaining` is what its
+   * criticality may still take. `RateLimiterService` calls pass their criticality as `{ priority }` (default
+   * `'default'`). Every algorithm but `'adaptive'` (which has `adaptive.partitions`); not with `slice`.
+   * @example { algorithm: 'sliding-window', limit: 100, window: '1m', reserve: { critical: 0.2 } }
+   */
+  reserve?: RateLimitReserve;
+}
+
+/** Policy `reserve`: the share of the capacity kept for each criticality and those above it. */
+export interface RateLimitReserve {
+  /** Share kept for `'critical'` requests: `'default'` and `'sheddable'` ones leave it untaken. */
+  critical?: number;
+  /** Share kept for `'default'` requests and above: `'sheddable'` ones leave it untaken too. */
+  default?: number;
 }
 
 /** A `settle` function: the actual cost of a call, given what its handler returned. */

@@ -1,4 +1,5 @@
 import type { RateLimitDecision } from './decision.interface';
+import type { RateLimitCriticality } from './overload.interface';
 import type { Duration } from './policy.interface';
 
 /** Options of `RateLimiterService.pauseFromResponse` and `wrapFetch`. */
@@ -15,7 +16,16 @@ export interface PartnerPauseOptions {
 export interface ConsumeOptions {
   /** Units to take. @default the policy's cost, or 1 */
   cost?: number;
+  /**
+   * The work's criticality, for policies with a `reserve`: a `'default'` or `'sheddable'` call leaves the share
+   * kept for those above it untaken (refused with reason `'reserved'`).
+   * @default 'default'
+   */
+  priority?: RateLimitCriticality;
 }
+
+/** Options of {@link RateLimiterService.lease}. */
+export type LeaseOptions = Pick<ConsumeOptions, 'priority'>;
 
 /** The decisions of several policies taken together. */
 export interface MultiDecision {
@@ -24,8 +34,8 @@ export interface MultiDecision {
   decisions: RateLimitDecision[];
 }
 
-/** Options of {@link RateLimiterService.acquire}. */
-export interface AcquireOptions extends ConsumeOptions {
+/** Options of {@link RateLimiterService.acquire}: its calls are `'default'` ones for a policy's `reserve`. */
+export interface AcquireOptions extends Pick<ConsumeOptions, 'cost'> {
   /**
    * Longest the call may wait for its turn, ms: `acquire` rejects at once when its turn cannot come in time
    * (see {@link RateLimiterService.acquire}).

@@ -45,6 +45,11 @@ export interface CompiledAdaptivePolicy {
  */
 export function compileAdaptivePolicy(policy: RateLimitAdaptivePolicy, where: string): CompiledAdaptivePolicy {
   const fail = (message: string) => new RateLimitConfigError(`${where}: ${message}`);
+  if ('reserve' in policy) {
+    throw fail(
+      `reserve does not apply to an adaptive policy, whose limit moves with latency; share it between criticalities with adaptive.partitions, such as { partitions: { critical: 0.2, default: 0.8 } }.`,
+    );
+  }
   for (const field of Object.keys(policy)) {
     if (!KNOWN_FIELDS.includes(field)) {
       throw fail(

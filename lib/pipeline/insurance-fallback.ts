@@ -1,3 +1,4 @@
+import { heldUnits } from '../policy/compile-policy';
 import { MemoryStore } from '../stores/memory/memory.store';
 import type { DecisionMode, RateLimitCall, StoreDecision, StoreVerdict } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
@@ -80,11 +81,23 @@ export class InsuranceFallback {
     return { nowMs: this.wallClock(), allowed: verdicts.every((v) => v.allowed), verdicts };
   }
 
-  /** The same call against a share of the limit (at least 1): `insuranceShare`, or 1 / the live instances. */
+  /**
+   * The same call against a share of the limit (at least 1): `insuranceShare`, or 1 / the live instances; a
+   * reserve's hold shrinks with the capacity it is a share of.
+   */
   private insuredCall(call: RateLimitCall): RateLimitCall {
     const { insuranceShare } = this;
     const live = this.liveInstances;
     const share = (n: number) => Math.max(1, Math.floor(insuranceShare === undefined ? n / live : n * insuranceShare));
-    return { ...call, params: { ...call.params, limit: share(call.params.limit), burst: share(call.params.burst) } };
+    const params = { ...call.params, limit: share(call.params.limit), burst: share(call.params.burst) };
+    const insured = { ...call, params };
+    if (call.hold) insured.hold = heldShare(call, params);
+    return insured;
   }
+}
+
+/** `call`'s hold scaled to the capacity of `params`, as the same share of it. */
+function heldShare(call: RateLimitCall, params: RateLimitCall['params']): number {
+  const field = call.algorithm.usesBurst ? 'burst' : 'limit';
+  return heldUnits((call.hold ?? 0) / call.params[field], params[field]);
 }

@@ -21,6 +21,7 @@ const PUBLIC_REASON: Readonly<Record<Verdict, RateLimitDecisionReason | undefine
   [Verdict.CostExceedsCapacity]: 'cost-exceeds-capacity',
   [Verdict.StoreUnavailable]: 'store-unavailable',
   [Verdict.Denied]: 'blocked',
+  [Verdict.Reserved]: 'reserved',
 };
 
 /**

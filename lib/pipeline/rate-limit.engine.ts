@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { AlgorithmParams } from '../algorithms/algorithm.interface';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
 import type { RateLimitDecisionEvent, RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import type { RateLimitCriticality } from '../interfaces/overload.interface';
 import { RateLimitDenyList } from './deny-list';
 import { RateLimitOverrides } from './override-sync';
 import { toDecision } from './public-decision';
@@ -15,7 +16,7 @@ import type {
   StoreVerdict,
 } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';
-import type { CompiledPolicy } from '../policy/compile-policy';
+import { reserveHold, type CompiledPolicy } from '../policy/compile-policy';
 import { DENY_KEY_SUFFIX } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
 
@@ -104,8 +105,12 @@ export class RateLimitEngine {
     this.overrides = new RateLimitOverrides(store, options);
   }
 
-  /** Store calls for `requests`, all under one tracker (one hash tag): its key prefix, or its keys. */
-  calls(tracker: string | TrackerKeys, requests: readonly PolicyRequest[]): RateLimitCall[] {
+  /**
+   * Store calls for `requests`, all under one tracker (one hash tag): its key prefix, or its keys. A decision
+   * names the request's `criticality`, which a policy's `reserve` holds units back from; without one (a
+   * refund, a lockout's keys), nothing is held.
+   */
+  calls(tracker: string | TrackerKeys, requests: readonly PolicyRequest[], criticality?: RateLimitCriticality): RateLimitCall[] {
     const keys = typeof tracker === 'string' ? this.keys.get(tracker) : tracker;
     const denyKey = keys.get(DENY_KEY_SUFFIX).key;
     return requests.map(({ compiled, params, cost, token, settled }) => {
@@ -114,6 +119,7 @@ export class RateLimitEngine {
         algorithm: compiled.algorithm,
         params,
         cost,
+        hold: criticality === undefined ? 0 : reserveHold(compiled, params, criticality),
         blockForMs: compiled.blockForMs,
         escalate: compiled.escalate,
         denyKey,
@@ -128,8 +134,14 @@ export class RateLimitEngine {
     });
   }
 
-  async decide(tracker: string | TrackerKeys, requests: readonly PolicyRequest[], mode: DecisionMode): Promise<EngineDecision> {
-    return this.decideNowOrLater(tracker, requests, mode);
+  /** The decision of `requests` for a request of `criticality` (`'default'` when not given), one store call. */
+  async decide(
+    tracker: string | TrackerKeys,
+    requests: readonly PolicyRequest[],
+    mode: DecisionMode,
+    criticality?: RateLimitCriticality,
+  ): Promise<EngineDecision> {
+    return this.decideNowOrLater(tracker, requests, mode, criticality);
   }
 
   /**
@@ -140,9 +152,10 @@ export class RateLimitEngine {
     tracker: string | TrackerKeys,
     requests: readonly PolicyRequest[],
     mode: DecisionMode,
+    criticality: RateLimitCriticality = 'default',
   ): EngineDecision | Promise<EngineDecision> {
     const started = this.options.hooks?.decision ? performance.now() : 0;
-    const calls = this.calls(tracker, requests);
+    const calls = this.calls(tracker, requests, criticality);
     if (this.anyShadow(requests)) {
       return this.decideSplit(requests, calls, mode).then((result) => this.reported(result, started));
     }
@@ -154,7 +167,7 @@ export class RateLimitEngine {
   /**
    * Whether {@link consumePlain} may answer a consume of `request`: the store answers in-process (see
    * {@link RateLimitStore.consumePlain}), and the policy needs nothing but its counter (no shadow mode, no
-   * lockout, no lease) nor the decision any hook.
+   * lockout, no lease, no reserve) nor the decision any hook.
    */
   takesPlain({ compiled }: PolicyRequest): boolean {
     const { hooks } = this.options;
@@ -164,6 +177,7 @@ export class RateLimitEngine {
       hooks?.nearLimit === undefined &&
       compiled.blockForMs === 0 &&
       compiled.algorithm.name !== 'concurrency' &&
+      compiled.reserve === undefined &&
       !this.isShadow(compiled)
     );
   }

@@ -214,8 +214,9 @@ export class SheddingStore extends StoreLayer {
 }
 
 /**
- * Whether the rejection of `rejected` is exactly the answer to `calls`: same keys, same costs, same limits.
- * (The wait depends on the cost: a dearer request waits longer or can never fit, a cheaper one may pass.)
+ * Whether the rejection of `rejected` is exactly the answer to `calls`: same keys, same costs, same holds, same
+ * limits. (The wait depends on the cost: a dearer request waits longer or can never fit, a cheaper one may pass;
+ * and a request holding less back, a more critical one, may pass a reserve that refused another.)
  */
 function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCall[]): boolean {
   // keyOf joins the state keys with '|', which a policy name or scope may contain: compare them one by one.
@@ -227,6 +228,7 @@ function covers(rejected: readonly RateLimitCall[], calls: readonly RateLimitCal
       return (
         call.stateKey === was.stateKey &&
         call.cost === was.cost &&
+        (call.hold ?? 0) === (was.hold ?? 0) &&
         p.limit === was.params.limit &&
         p.windowMs === was.params.windowMs &&
         p.burst === was.params.burst &&

@@ -1,6 +1,7 @@
 import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import type { RateLimitAlgorithmRegistry } from '../algorithms/algorithm.registry';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
+import type { RateLimitCriticality } from '../interfaces/overload.interface';
 import type { CalendarWindow, Duration, RateLimitPolicy } from '../interfaces/policy.interface';
 import { CALENDAR_EXAMPLE, calendarNeedsFixedWindow, calendarWindowsFor, isCalendarWindow, type CalendarWindows } from './calendar';
 import type { LockoutEscalation } from './compile-escalation';
@@ -29,6 +30,20 @@ export interface CompiledPolicy {
   readonly calendars: CalendarWindows | undefined;
   /** Cost when it is not a function. */
   readonly staticCost: number | undefined;
+  /** The policy's `reserve`, compiled; undefined without one. */
+  readonly reserve: CompiledReserve | undefined;
+}
+
+/**
+ * A policy's `reserve`: per criticality below `'critical'`, the share of the capacity its requests leave
+ * untaken, and those units for the policy's fixed capacity, so the usual request only looks them up.
+ */
+export interface CompiledReserve {
+  /** Held back from `'default'` requests (the critical share) and from `'sheddable'` ones (both shares). */
+  readonly shares: Readonly<Record<'default' | 'sheddable', number>>;
+  /** The capacity {@link units} are for: the fixed `limit`, or `burst` for the bucket algorithms; undefined when not fixed. */
+  readonly capacity: number | undefined;
+  readonly units: Readonly<Record<'default' | 'sheddable', number>>;
 }
 
 const KNOWN_FIELDS = new Set([
@@ -50,6 +65,7 @@ const KNOWN_FIELDS = new Set([
   'settle',
   'quotaUnit',
   'slice',
+  'reserve',
 ]);
 /** A policy name or scope: 1-64 characters of A-Z a-z 0-9 _ . - */
 export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -108,6 +124,7 @@ export function compilePolicy(
   assertSettle(policy, algorithm, where);
   assertQuotaUnit(policy, algorithm, where);
   assertSlice(policy, algorithm, where);
+  const reserve = compileReserve(policy, algorithm, where);
 
   const keySuffix = `${policy.scope === undefined ? scopeKey : `s=${policy.scope}`}:${name}:`;
   const compiled: CompiledPolicy = {
@@ -122,6 +139,7 @@ export function compilePolicy(
     staticParams: undefined,
     calendars,
     staticCost: typeof policy.cost === 'function' ? undefined : (policy.cost ?? 1),
+    reserve,
   };
   const { limit, window } = policy;
   if (typeof limit !== 'function' && typeof window !== 'function') {
@@ -239,6 +257,7 @@ const NOT_WITH_SLICE = {
   countOnly: 'its units cannot be given back one request at a time',
   settle: 'its units cannot be given back one request at a time',
   blockFor: 'a lockout set by another instance would go unseen',
+  reserve: 'the share kept for more critical requests would be spent too',
 } as const;
 
 /** `slice` is a whole number that fits in the policy's capacity, on a policy whose units are only ever taken. */
@@ -275,4 +294,65 @@ function oneOf(value: unknown, allowed: readonly string[], field: string): void 
   if (value !== undefined && !allowed.includes(value as string)) {
     throw new RateLimitConfigError(`${field}: ${describeValue(value)} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}.`);
   }
+}
+
+/** Validates `reserve` (shares in [0, 1), together below 1) and works out the units it holds for a fixed capacity. */
+function compileReserve(policy: RateLimitPolicy, algorithm: RateLimitAlgorithm, where: string): CompiledReserve | undefined {
+  const { reserve } = policy;
+  if (reserve === undefined) return undefined;
+  const fail = (message: string) => new RateLimitConfigError(`${where}: reserve: ${message}`);
+  if (reserve === null || typeof reserve !== 'object' || Array.isArray(reserve)) {
+    throw fail(
+      `${describeValue(reserve)} must be an object of shares of the capacity, such as { critical: 0.2 } (20 % kept for 'critical' requests) or { critical: 0.2, default: 0.1 }.`,
+    );
+  }
+  for (const field of Object.keys(reserve)) {
+    if (field !== 'critical' && field !== 'default') {
+      throw fail(
+        `unknown field '${field}'; a reserve keeps a share for 'critical' and one for 'default' requests (and those above them): 'sheddable' ones, the least critical, keep none.`,
+      );
+    }
+  }
+  const share = (field: 'critical' | 'default'): number => {
+    const value: unknown = reserve[field];
+    if (value === undefined) return 0;
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value >= 1)
+      throw fail(`${field}: ${describeValue(value)} must be a share of the capacity from 0 up to, not including, 1 (0.2 keeps 20 %).`);
+    return value;
+  };
+  const critical = share('critical');
+  const all = critical + share('default');
+  if (all >= 1) {
+    throw fail(
+      `critical + default is ${+all.toFixed(6)}; together the shares must stay below 1, or no request below 'critical' could ever be admitted.`,
+    );
+  }
+  const burst = algorithm.usesBurst ? policy.burst : undefined;
+  const capacity = burst ?? (typeof policy.limit === 'number' ? policy.limit : undefined);
+  const shares = { default: critical, sheddable: all };
+  const units =
+    capacity === undefined ? { default: 0, sheddable: 0 } : { default: heldUnits(critical, capacity), sheddable: heldUnits(all, capacity) };
+  return { shares, capacity, units };
+}
+
+/**
+ * The units a request of `criticality` must leave untaken under `compiled`'s `reserve` with `params` (0 without
+ * one, and for `'critical'` requests): looked up for the policy's fixed capacity, worked out for another (a
+ * limit function's, a runtime override's).
+ */
+export function reserveHold(compiled: CompiledPolicy, params: AlgorithmParams, criticality: RateLimitCriticality): number {
+  const { reserve } = compiled;
+  if (reserve === undefined || criticality === 'critical') return 0;
+  const capacity = compiled.algorithm.usesBurst ? params.burst : params.limit;
+  return capacity === reserve.capacity ? reserve.units[criticality] : heldUnits(reserve.shares[criticality], capacity);
+}
+
+/**
+ * `share` of `capacity` in whole units: the nearest (so 100 × 0.2 is 20, whatever the float's last digit), at
+ * least 1 for a share above 0 (a reserve never vanishes by rounding), and never the whole capacity (which no
+ * request below it could ever use).
+ */
+export function heldUnits(share: number, capacity: number): number {
+  if (share === 0) return 0;
+  return Math.min(Math.max(Math.round(share * capacity), 1), capacity - 1);
 }

@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { resolveTracker, userTracker, type IpTrackers, type TrackerSource } from '../http/tracker';
 import type { RateLimitDecision } from '../interfaces/decision.interface';
+import type { RateLimitCriticality } from '../interfaces/overload.interface';
 import { charged, decidedAt } from '../pipeline/charges';
 import {
   newTrackerKeys,
@@ -33,6 +34,8 @@ export interface RouteDecisionInput {
   deadlines: UserFunctionDeadlines;
   /** Told of `by: 'user'` calls without a user, which count per IP address (warned once per route). */
   userFallbacks: UserFallbackWarnings;
+  /** The call's criticality, when a policy's `reserve` needs it; `'default'` otherwise. */
+  criticality?: RateLimitCriticality;
 }
 
 /** A tracker as the guard remembers it: its keys (under `<prefix>:{<tracker>}:`), and the runtime overrides it matched. */
@@ -104,7 +107,7 @@ function decideStatic(
   const known = input.trackers.get(tracker);
   // No runtime override anywhere (the usual case): one property read, nothing allocated.
   const { requests, policyHeader } = engine.overrides.active ? overriddenFixed(group, fixed, tracker, known, input) : fixed;
-  const result = engine.decideNowOrLater(known.keys, requests, 'consume');
+  const result = engine.decideNowOrLater(known.keys, requests, 'consume', input.criticality);
   if (result instanceof Promise) return result.then((r) => staticOutcome(r, policyHeader, tracker));
   return staticOutcome(result, policyHeader, tracker);
 }
@@ -174,7 +177,7 @@ async function decideGroups(input: RouteDecisionInput): Promise<RouteOutcome> {
 }
 
 async function decideGroup(group: TrackerGroup, input: RouteDecisionInput): Promise<GroupResult> {
-  const { plan, context, caller, engine, trackers, ips, deadlines } = input;
+  const { plan, context, caller, engine, trackers, ips, deadlines, criticality } = input;
   const { by } = group;
   const { overrides } = engine;
   const trackerOf = () =>
@@ -191,7 +194,7 @@ async function decideGroup(group: TrackerGroup, input: RouteDecisionInput): Prom
         return policy.request(context, deadlines, engine.store, overrides.matchFor(known, policy.compiled.name, tracker));
       }),
     );
-    return { group, tracker, requests, result: await engine.decide(known.keys, requests, 'consume') };
+    return { group, tracker, requests, result: await engine.decide(known.keys, requests, 'consume', criticality) };
   }
   const [tracker, resolved] = await Promise.all([
     trackerOf(),
@@ -199,7 +202,7 @@ async function decideGroup(group: TrackerGroup, input: RouteDecisionInput): Prom
   ]);
   const known = trackers.get(tracker);
   const requests = group.fixed !== undefined && overrides.active ? overrides.apply(resolved, tracker, known) : resolved;
-  return { group, tracker, requests, result: await engine.decide(known.keys, requests, 'consume') };
+  return { group, tracker, requests, result: await engine.decide(known.keys, requests, 'consume', criticality) };
 }
 
 /**

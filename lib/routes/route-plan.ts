@@ -143,6 +143,8 @@ export interface RoutePlan {
    * settled when the call ends; not among {@link policies}, which the store decides.
    */
   adaptive: RouteAdaptivePolicy[] | undefined;
+  /** Some policy has a `reserve`: the call's criticality decides what it may take. */
+  reserves: boolean;
 }
 
 /**
@@ -252,6 +254,7 @@ function planOf(route: string, policies: PlannedPolicy[], leaseHold?: LeaseHoldE
     skippable: skippable.length > 0 ? skippable : undefined,
     variants: skippable.length > 0 ? new Map() : undefined,
     adaptive: adapts ? adaptive : undefined,
+    reserves: policies.some(({ compiled }) => compiled.reserve !== undefined),
   };
 }
 

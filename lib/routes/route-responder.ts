@@ -19,6 +19,9 @@ import type { RoutePlan } from './route-plan';
 import { RouteSettlements } from './route-settlement';
 import type { UserFunctionDeadlines } from './user-function-deadlines';
 
+/** The message of a call refused by a policy's `reserve`: what is left is kept for more critical calls. */
+const RESERVED_MESSAGE = 'Service Unavailable: the capacity left is reserved for more critical requests; retry later.';
+
 /** What a {@link RouteResponder} answers with and through. */
 export interface RouteResponderDeps {
   engine: RateLimitEngine;
@@ -84,8 +87,7 @@ export class RouteResponder {
   }
 
   /**
-   * The error of a call refused because this instance is short of capacity (an adaptive limit, the load
-   * shedder): a 503 with `Retry-After` over HTTP (problem details of type `temporary-reduced-capacity` with
+   * The error of a call refused for capacity (an adaptive limit, the load shedder, a policy's reserve): a 503 with `Retry-After` over HTTP (problem details of type `temporary-reduced-capacity` with
    * `errorFormat: 'problem+json'`), and each other context's own refusal, told apart from its 429.
    */
   overloaded(call: RateLimitContextAdapter, overload: RateLimitOverload): Error {
@@ -143,7 +145,9 @@ export class RouteResponder {
 
   /**
    * The error a rejected call is answered with, shaped for its transport by its context adapter: a 503 when a
-   * `fail-closed` policy met a failed store, else a 429 (an `insurance` fallback's rejection included).
+   * `fail-closed` policy met a failed store; a 503 with `Retry-After` (`temporary-reduced-capacity`) when only
+   * reserves refused it, the share kept for more critical calls; else a 429 (an `insurance` fallback's
+   * rejection included).
    */
   private rejection(context: ExecutionContext, call: RateLimitContextAdapter, { decisions, calls }: RouteOutcome): Error {
     if (decisions.some((d, i) => failedClosed(d, calls[i]))) {
@@ -151,6 +155,10 @@ export class RouteResponder {
     }
     const rejecting = decisions.filter(isViolated);
     const retryAfter = retryAfterSeconds(rejecting);
+    if (rejecting.length > 0 && rejecting.every((d) => d.reason === 'reserved')) {
+      const refusal = { message: RESERVED_MESSAGE, retryAfter: Math.max(1, retryAfter ?? 1), decisions };
+      return this.overloaded(call, refusal);
+    }
     const { errorMessage = 'Too Many Requests' } = this.options;
     const message = typeof errorMessage === 'function' ? errorMessage(context, decisions) : errorMessage;
     if (retryAfter !== null) return this.reject(call, { message, retryAfter, decisions });
@@ -231,13 +239,13 @@ export class RouteResponder {
 /**
  * `decisions` with each rejecting `concurrency` decision's wait cut to `holdMs`, the route's running
  * estimate of how long a lease is held (at least 1 ms, so `Retry-After` is at least 1 s once rounded up),
- * but never past its soonest lease expiry: a slot typically frees long before the lease's TTL. Lockouts,
- * fallbacks and requests that can never fit keep their own wait.
+ * but never past its soonest lease expiry: a slot typically frees long before the lease's TTL (a reserve's
+ * refusal included). Lockouts, fallbacks and requests that can never fit keep their own wait.
  */
 function leaseHint(plan: RoutePlan, decisions: RateLimitDecision[], holdMs: number): RateLimitDecision[] {
   return decisions.map((d, i) =>
     !d.allowed &&
-    d.reason === undefined &&
+    (d.reason === undefined || d.reason === 'reserved') &&
     d.retryAfterMs > 0 &&
     Number.isFinite(d.retryAfterMs) &&
     plan.policies[i].compiled.algorithm.name === 'concurrency'

@@ -64,6 +64,7 @@ export function leaseRenewal(call: RateLimitCall, params = call.params): RateLim
   return {
     ...call,
     cost: -call.cost,
+    hold: 0,
     params,
     blockForMs: 0,
     escalate: undefined,

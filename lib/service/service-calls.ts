@@ -3,6 +3,7 @@ import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RateLimitShutdownError } from '../errors/rate-limit-wait.error';
 import { serviceTracker } from '../http/tracker';
 import type { RateLimitModuleOptions } from '../interfaces/module-options.interface';
+import { RATE_LIMIT_CRITICALITIES, type RateLimitCriticality } from '../interfaces/overload.interface';
 import type { RateLimitPolicy } from '../interfaces/policy.interface';
 import { UnmatchedOverrides } from '../pipeline/override-copy';
 import { newTrackerKeys, type PolicyRequest, type RateLimitEngine, type TrackerKeys } from '../pipeline/rate-limit.engine';
@@ -218,6 +219,13 @@ export class ServiceCalls {
     }
     return units;
   }
+}
+
+/** A service call's `priority` (its criticality for a policy's `reserve`), checked: `undefined` is `'default'`. */
+export function priorityOf(priority: unknown): RateLimitCriticality | undefined {
+  if (priority === undefined || RATE_LIMIT_CRITICALITIES.includes(priority as RateLimitCriticality))
+    return priority as RateLimitCriticality | undefined;
+  throw new RateLimitConfigError(`priority: ${describeValue(priority)} must be 'critical', 'default' or 'sheddable'.`);
 }
 
 /** A service call's `key`: a non-empty string. */

@@ -29,6 +29,12 @@ export interface RateLimitCall {
   params: AlgorithmParams;
   /** Units to take (or to give back, for a refund). */
   cost: number;
+  /**
+   * Units this call must leave untaken: the share of the capacity the policy's `reserve` keeps for higher
+   * criticalities than the call's. The counter is checked with `cost + hold`, but only `cost` is charged; a
+   * call that would fit without the hold is refused with `Verdict.Reserved`. 0 or absent: none.
+   */
+  hold?: number;
   /** Lockout length after a rejection (an escalating policy's first); 0 = none. */
   blockForMs: number;
   /** How lockouts grow for a repeat offender (policy `escalate`); absent: every lockout lasts `blockForMs`. */

@@ -17,6 +17,11 @@ export const Verdict = {
   StoreUnavailable: 4,
   /** The tracker is denied (`deny()`): every policy rejects, and the deny's reason comes with the verdict. */
   Denied: 5,
+  /**
+   * The policy's reserve refused: the cost would fit the counter, but not with the units the policy keeps for
+   * higher criticalities (`reserve`). Answered with a 503, not a 429: it is the capacity, not the client's quota.
+   */
+  Reserved: 6,
 } as const;
 
 /** One of the {@link Verdict} codes. */

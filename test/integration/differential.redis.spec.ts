@@ -6,7 +6,9 @@
  * How: each step of a random trace sleeps `gapMs` (real time), runs on Redis, then is replayed on a
  * MemoryStore whose clock returns exactly the `nowMs` the Redis script reported. Single-policy traces for
  * each of the seven algorithms, and multi-policy traces (2-3 policies of mixed algorithms in one call,
- * all-or-nothing). A consume of one policy is replayed twice: through the store's full decision, which the
+ * all-or-nothing). Some steps hold units back (a policy `reserve`'s `hold`, 1 to 3 units of a policy) so the check
+ * with cost + hold, the charge of cost alone and the Reserved verdict are compared too. A consume of one policy is
+ * replayed twice: through the store's full decision, which the
  * guard takes, and through its plain path (`consumePlain`), which `RateLimiterService.consume` takes; both
  * must give Redis's verdict.
  *
@@ -58,6 +60,8 @@ interface Step {
   op: Op;
   /** One cost per policy (the first n are used). */
   costs: number[];
+  /** One hold per policy (the units a reserve keeps back; mostly 0). */
+  holds: number[];
   /** Which earlier consume a refund gives back. */
   pick: number;
 }
@@ -138,6 +142,10 @@ const stepArb: fc.Arbitrary<Step> = fc.record({
     { arbitrary: fc.constant<Op>('refund'), weight: 2 },
   ),
   costs: fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 3, maxLength: 3 }),
+  holds: fc.array(fc.oneof({ arbitrary: fc.constant(0), weight: 3 }, { arbitrary: fc.integer({ min: 1, max: 3 }), weight: 2 }), {
+    minLength: 3,
+    maxLength: 3,
+  }),
   pick: fc.nat(),
 });
 
@@ -197,7 +205,8 @@ async function replay(
  * the path declines it.
  */
 function consumePlain(memory: MemoryStore, slots: Map<string, KeySlot>, call: RateLimitCall, now: number): StoreDecision | undefined {
-  if (call.blockForMs > 0 || call.algorithm.name === 'concurrency') return undefined;
+  // As RateLimitEngine.takesPlain: no lockout, no lease, no reserve.
+  if (call.blockForMs > 0 || call.algorithm.name === 'concurrency' || call.hold) return undefined;
   let slot = slots.get(call.stateKey);
   if (slot === undefined) slots.set(call.stateKey, (slot = { key: call.stateKey, entry: undefined }));
   const v = memory.consumePlain(slot, call.algorithm, call.params, call.cost);
@@ -243,10 +252,12 @@ async function runTrace(kind: RedisClientKind, specs: PolicySpec[], steps: Step[
   let ambiguous = 0;
   const consumed: RateLimitCall[][] = [];
   const callsOf = (step: Step) =>
-    engine.calls(
-      prefix,
-      compiled.map((c, j) => ({ compiled: c, params: c.staticParams!, cost: step.costs[j] })),
-    );
+    engine
+      .calls(
+        prefix,
+        compiled.map((c, j) => ({ compiled: c, params: c.staticParams!, cost: step.costs[j] })),
+      )
+      .map((call, j) => ({ ...call, hold: step.holds[j] }));
 
   for (const step of steps) {
     if (step.gapMs > 0) await sleep(step.gapMs);
@@ -284,7 +295,9 @@ async function runTrace(kind: RedisClientKind, specs: PolicySpec[], steps: Step[
       else firstMismatch ??= { diff, fromMemory };
     }
     if (survivors.length === 0) {
-      const history = events.map((e) => `${e.kind} costs ${e.calls.map((c) => c.cost).join('/')} @ ${e.times.join('|')}`);
+      const history = events.map(
+        (e) => `${e.kind} costs ${e.calls.map((c) => (c.hold ? `${c.cost}+${c.hold}` : c.cost)).join('/')} @ ${e.times.join('|')}`,
+      );
       throw new Error(
         `Redis and memory disagree at step ${events.length - 1} (${firstMismatch!.diff}).\npolicies: ${JSON.stringify(specs)}\n` +
           `history (op costs @ server ms):\n  ${history.join('\n  ')}\n` +

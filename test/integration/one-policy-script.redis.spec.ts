@@ -42,6 +42,7 @@ describe('the one-policy call encoding', () => {
     ['a consume that may be settled', call(fixed, 't', 1, { refundable: true }), 'c', ['1 3 ea60 0', 't']],
     ['a consume granting a slice', call(fixed, 't', 1, { slice: 2 }), 'c', ['1 3 ea60 0', 't']],
     ['a window under 10 s', call(fixed, 't', 1, { params: { limit: 3, windowMs: 9_999, burst: 3 } } as never), 'c', ['1 3 270f 0', 't']],
+    ['a reserve: units held back after a +', call(fixed, 't', 3, { hold: 20 }), 'c', ['3+14 3 ea60 0']],
     ['a window of 10 s', call(fixed, 't', 1, { params: { limit: 3, windowMs: 10_000, burst: 3 } } as never), 'c', ['1 3 2710 0']],
     [
       'burst, for an algorithm whose capacity it is',
@@ -49,7 +50,7 @@ describe('the one-policy call encoding', () => {
       'c',
       ['1 3 3e8 0 7'],
     ],
-    ['a token, last and as it is', call(concurrency, 't', -2, { token: 'lease a b' }), 'c', ['-2 3 ea60 0 lease a b']],
+    ['a token, last and as it is', call(concurrency, 't', -2, { token: 'lease a b' }), 'c', ['n2 3 ea60 0 lease a b']],
     ['no token', call(concurrency, 't', 1), 'p', ['1 3 ea60 p']],
   ])('%s', (_, c, mode, expected) => {
     const { keys, args } = onePolicyCall(c, mode);

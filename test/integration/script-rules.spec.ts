@@ -20,6 +20,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import type { RateLimitCriticality } from '../../lib/interfaces/overload.interface';
 import type { RateLimitPolicy } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
@@ -192,18 +193,21 @@ function random(seed: number): () => number {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Every algorithm, with windows short enough to roll over during a trace, lockouts, bursts and a calendar window. */
+/**
+ * Every algorithm, with windows short enough to roll over during a trace, lockouts, bursts, a calendar window,
+ * and reserves (a decision's criticality holds units back: see callsOf).
+ */
 const POLICIES: RateLimitPolicy[] = [
-  { algorithm: 'fixed-window', limit: 3, window: 120, name: 'fw' },
+  { algorithm: 'fixed-window', limit: 3, window: 120, name: 'fw', reserve: { critical: 0.34 } },
   { algorithm: 'fixed-window', limit: 2, window: { calendar: 'day', timeZone: 'Europe/Paris' }, name: 'fwcal' },
-  { algorithm: 'sliding-window', limit: 4, window: 150, name: 'sw', blockFor: 60 },
+  { algorithm: 'sliding-window', limit: 4, window: 150, name: 'sw', blockFor: 60, reserve: { critical: 0.25, default: 0.25 } },
   { algorithm: 'sliding-log', limit: 3, window: 100, name: 'sl' },
-  { algorithm: 'token-bucket', limit: 2, window: 100, burst: 4, name: 'tb' },
+  { algorithm: 'token-bucket', limit: 2, window: 100, burst: 4, name: 'tb', reserve: { default: 0.5 } },
   { algorithm: 'gcra', limit: 3, window: 90, burst: 2, name: 'gc', blockFor: 50, escalate: { max: 400, forgiveAfter: 1_000 } },
-  { algorithm: 'leaky-bucket', limit: 2, window: 80, burst: 3, name: 'lb' },
-  { algorithm: 'concurrency', limit: 2, window: 200, name: 'cc' },
+  { algorithm: 'leaky-bucket', limit: 2, window: 80, burst: 3, name: 'lb', reserve: { critical: 0.3 } },
+  { algorithm: 'concurrency', limit: 2, window: 200, name: 'cc', reserve: { critical: 0.5 } },
   // A plain lockout: a single-policy decision of it goes to the one-policy script (an escalating one never does).
-  { algorithm: 'gcra', limit: 2, window: 60, burst: 2, name: 'gc2', blockFor: 30 },
+  { algorithm: 'gcra', limit: 2, window: 60, burst: 2, name: 'gc2', blockFor: 30, reserve: { critical: 0.5 } },
 ];
 
 const compiled: CompiledPolicy[] = POLICIES.map((p) => compilePolicy(p, registry, 'script-rules', 'svc'));
@@ -212,13 +216,26 @@ const onePolicy = new Map(registry.all().map((a) => [a.name, luaScript(composeOn
 const all = luaScript(composeDecideScript(registry.all()));
 const acrossSlots = luaScript(composeAcrossSlotsScript(registry.all()));
 
-/** One decision's calls for `policies` (indexes into POLICIES) of `tracker`; concurrency leases get `token`. */
-function callsOf(policies: readonly number[], tracker: string, cost: number, token: string): RateLimitCall[] {
+/**
+ * One decision's calls for `policies` (indexes into POLICIES) of `tracker`, made by a call of `criticality`
+ * (policies with a reserve hold units back from a 'default' or 'sheddable' one); concurrency leases get `token`.
+ */
+function callsOf(
+  policies: readonly number[],
+  tracker: string,
+  cost: number,
+  token: string,
+  criticality: RateLimitCriticality,
+): RateLimitCall[] {
   return engine.calls(
     trackerKeyPrefix(PREFIX, tracker),
     policies.map((i) => ({ compiled: compiled[i], params: compiled[i].staticParams!, cost, token })),
+    criticality,
   );
 }
+
+/** A step's criticality, from its index (no draw of its own, so the trace's draws stay those it had). */
+const CRITICALITIES: readonly RateLimitCriticality[] = ['critical', 'default', 'sheddable'];
 
 /**
  * A step of a trace: one script call of one or several decisions (a batch, as the store sends a tick's
@@ -235,7 +252,7 @@ function step(next: () => number, t: number): ScriptCall {
     const chosen = [...new Set(Array.from({ length: count }, () => Math.floor(next() * POLICIES.length)))];
     const tracker = `${pick(['alice', 'bob', 'carol'])}-${d}`;
     const cost = pick([0, 1, 1, 1, 2, 3, 6]);
-    const calls = callsOf(chosen, tracker, cost, `lease-${Math.floor(next() * 3)}`);
+    const calls = callsOf(chosen, tracker, cost, `lease-${Math.floor(next() * 3)}`, CRITICALITIES[(t + d) % 3]);
     const mode = pick(['c', 'c', 'c', 'p', 'r', 'b', 'x']);
     if (decisions === 1 && isOnePolicy(calls, mode)) {
       return { script: onePolicy.get(calls[0].algorithm.name)!, ...onePolicyCall(calls[0], mode) };
@@ -249,15 +266,18 @@ function step(next: () => number, t: number): ScriptCall {
   return { script, keys: call.keys, args: call.args };
 }
 
-/** A decide.lua call's decisions, each as its mode then, per policy, its shape's six values and its token. */
+/**
+ * A decide.lua call's decisions, each as its mode then, per policy, its shape's six values, its hold (a seventh
+ * value, written only when not 0) and its token.
+ */
 function decisionsOf(args: readonly string[]): unknown[][] {
   const [shapes, ...flat] = JSON.parse(args[0]) as [unknown[][], ...unknown[]];
   const decisions: unknown[][] = [];
   for (let d = 0; d < flat.length; d += 2 + 2 * (flat[d + 1] as number)) {
-    const policies = Array.from({ length: flat[d + 1] as number }, (_, i) => [
-      ...shapes[(flat[d + 2 + 2 * i] as number) - 1],
-      flat[d + 3 + 2 * i],
-    ]);
+    const policies = Array.from({ length: flat[d + 1] as number }, (_, i) => {
+      const shape = shapes[(flat[d + 2 + 2 * i] as number) - 1];
+      return [...shape.slice(0, 6), shape[6] ?? 0, flat[d + 3 + 2 * i]];
+    });
     decisions.push([flat[d], ...policies.flat()]);
   }
   return decisions;
@@ -338,7 +358,7 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
     const general = trace.filter((c) => !onePolicyIds.has(c.script.sha));
     const decisions = general.flatMap((c) => decisionsOf(c.args));
     expect(new Set(decisions.map((d) => d[0]))).toEqual(new Set([1, 2, 3, 4, 5]));
-    const ids = new Set(decisions.flatMap((d) => d.filter((_, i) => i % 7 === 1)));
+    const ids = new Set(decisions.flatMap((d) => d.filter((_, i) => i % 8 === 1)));
     expect(ids).toEqual(new Set(registry.all().map((a) => a.id)));
     // Every algorithm's one-policy script ran, consuming and peeking.
     const onePolicyRuns = new Set(
@@ -351,15 +371,20 @@ describe('under Lua 5.4, the scripts reply as Redis does and keep the rules', ()
     // Batches ran both ways: declaring every key, and across slots (ARGV[2 ..]).
     expect(general.filter((c) => c.script === acrossSlots && decisionsOf(c.args).length === 3).length).toBeGreaterThan(2);
     expect(general.filter((c) => c.script === all && decisionsOf(c.args).length === 3).length).toBeGreaterThan(2);
-    expect(decisions.some((d) => d.length > 8)).toBe(true);
+    expect(decisions.some((d) => d.length > 9)).toBe(true);
     // Rejections, lockouts and cost > capacity happened (each status in some reply: a one-policy reply's is its second value).
     const statuses = new Set(
       trace.flatMap((c) =>
         (c.reply as unknown[]).filter((_, i) => (onePolicyIds.has(c.script.sha) ? i === 1 : i > 0 && (i - 1) % 6 === 0)),
       ),
     );
-    const rejections = [Verdict.Limited, Verdict.Blocked, Verdict.CostExceedsCapacity];
+    const rejections = [Verdict.Limited, Verdict.Blocked, Verdict.CostExceedsCapacity, Verdict.Reserved];
     expect(rejections.filter((s) => statuses.has(s))).toEqual(rejections);
+    // Holds went both ways: a seventh value of a shape, and `<cost>+<hold>` in a one-policy argument.
+    const holds = decisions.flatMap((d) => d.filter((_, i) => i % 8 === 7));
+    expect(holds.some((h) => (h as number) > 0)).toBe(true);
+    const heldOnePolicy = trace.filter((c) => onePolicyIds.has(c.script.sha) && /^\d+\+\d+ /.test(c.args[0]));
+    expect(new Set(heldOnePolicy.map((c) => c.args[0].split(' ')[3] === 'p'))).toEqual(new Set([true, false]));
   });
 
   it('cjson giving whole numbers as integers (Dragonfly): the same replies as redis-server, no undeclared key, no float, no global', () => {

@@ -16,7 +16,7 @@ describe('Verdict', () => {
     for (const lua of scripts) {
       expect(lua).toContain(
         'local VERDICT_ALLOWED = 0\nlocal VERDICT_LIMITED = 1\nlocal VERDICT_BLOCKED = 2\nlocal VERDICT_COST_EXCEEDS_CAPACITY = 3\n' +
-          'local VERDICT_STORE_UNAVAILABLE = 4\nlocal VERDICT_DENIED = 5',
+          'local VERDICT_STORE_UNAVAILABLE = 4\nlocal VERDICT_DENIED = 5\nlocal VERDICT_RESERVED = 6',
       );
       expect(lua).not.toContain('--@');
       // A decision's first reply slot is assigned a name, never a literal (`reply[o], … = 0, …`).
@@ -25,8 +25,8 @@ describe('Verdict', () => {
   });
 
   it('the codec reads a reply status as the code of the same name, a deny with its note', () => {
-    const reply = [1_000, ...[0, 1, 2, 3, 5].flatMap((status) => [status, 0, 10, 10, status === 5 ? 'abuse' : 0, 10])];
-    const { verdicts, allowed } = parseDecision(reply as number[], 1, 5);
+    const reply = [1_000, ...[0, 1, 2, 3, 5, 6].flatMap((status) => [status, 0, 10, 10, status === 5 ? 'abuse' : 0, 10])];
+    const { verdicts, allowed } = parseDecision(reply as number[], 1, 6);
     expect(allowed).toBe(false);
     expect(verdicts.map((v) => [v.allowed, v.reason, v.note])).toEqual([
       [true, Verdict.Allowed, undefined],
@@ -34,17 +34,18 @@ describe('Verdict', () => {
       [false, Verdict.Blocked, undefined],
       [false, Verdict.CostExceedsCapacity, undefined],
       [false, Verdict.Denied, 'abuse'],
+      [false, Verdict.Reserved, undefined],
     ]);
     expect(verdicts[4].delayMs).toBe(0);
   });
 
-  it('the engine reports each code as its public reason (a deny as a lockout; the counter as none)', () => {
+  it('the engine reports each code as its public reason (a deny as a lockout; the counter as none; a reserve as reserved)', () => {
     const compiled = compilePolicy({ algorithm: 'fixed-window', limit: 5, window: '1m' }, registry, 'test', 'svc');
     const engine = new RateLimitEngine(new MemoryStore());
     const reasons = Object.values(Verdict).map((reason) => {
       const verdict: StoreVerdict = { allowed: false, remaining: 0, resetMs: 1, retryAfterMs: 1, delayMs: 0, moreQuotaMs: 1, reason };
       return engine.toDecisions([{ compiled, params: compiled.staticParams!, cost: 1 }], [verdict])[0].reason;
     });
-    expect(reasons).toEqual([undefined, undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailable', 'blocked']);
+    expect(reasons).toEqual([undefined, undefined, 'blocked', 'cost-exceeds-capacity', 'store-unavailable', 'blocked', 'reserved']);
   });
 });

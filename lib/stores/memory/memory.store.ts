@@ -217,23 +217,30 @@ export class MemoryStore implements RateLimitStore {
       const left = until - now;
       return { allowed: false, remaining: 0, resetMs: left, retryAfterMs: left, delayMs: 0, moreQuotaMs: left, reason: Verdict.Blocked };
     }
-    const { algorithm, cost } = call;
+    const { algorithm, cost, hold = 0 } = call;
     const params = paramsAt(call.params, now);
-    const v = this.verdict(call.stateKey, call.stateSlot, algorithm, params, cost, call.token, now);
+    const capacity = algorithm.usesBurst ? params.burst : params.limit;
+    // A reserve, as decide-one.lua: checked with the units held back, charged the cost alone.
+    let v = this.verdict(call.stateKey, call.stateSlot, algorithm, params, cost + hold, call.token, now);
+    let reserved = false;
+    if (hold > 0 && cost + hold <= capacity) {
+      const plain = this.verdict(call.stateKey, call.stateSlot, algorithm, params, cost, call.token, now);
+      if (v.allowed) v = plain;
+      else reserved = plain.allowed;
+    }
     const verdict: StoreVerdict = {
       allowed: v.allowed,
-      remaining: v.remaining,
+      remaining: hold > 0 ? Math.max(v.remaining - hold, 0) : v.remaining,
       resetMs: v.resetMs,
       retryAfterMs: v.retryAfterMs,
       delayMs: v.delayMs,
       moreQuotaMs: v.moreQuotaMs,
-      reason: v.allowed ? Verdict.Allowed : Verdict.Limited,
+      reason: v.allowed ? Verdict.Allowed : reserved ? Verdict.Reserved : Verdict.Limited,
     };
-    const capacity = algorithm.usesBurst ? params.burst : params.limit;
-    if (cost > capacity) {
+    if (cost + hold > capacity) {
       return { ...verdict, allowed: false, retryAfterMs: -1, reason: Verdict.CostExceedsCapacity };
     }
-    if (!v.allowed && call.blockForMs > 0 && mode === 'consume') {
+    if (!v.allowed && !reserved && call.blockForMs > 0 && mode === 'consume') {
       const { lengthMs, value, ttlMs } = newLockout(call.blockForMs, call.escalate, lockout, now);
       this.hasLockouts = true;
       this.keyspace.write(call.blockKey, value, ttlMs, now);
@@ -266,7 +273,8 @@ export class MemoryStore implements RateLimitStore {
     calls.forEach((call, i) => {
       if (!verdicts[i].allowed) return;
       const v = call.algorithm.check(this.keyspace.read(call.stateKey, now), paramsAt(call.params, now), 0, now, call.token);
-      verdicts[i] = { ...verdicts[i], remaining: v.remaining, resetMs: v.resetMs, delayMs: 0, moreQuotaMs: v.moreQuotaMs };
+      const remaining = call.hold ? Math.max(v.remaining - call.hold, 0) : v.remaining;
+      verdicts[i] = { ...verdicts[i], remaining, resetMs: v.resetMs, delayMs: 0, moreQuotaMs: v.moreQuotaMs };
     });
   }
 }

@@ -34,8 +34,8 @@ const MODE_NUMBER: Readonly<Record<string, number>> = { c: 1, p: 2, r: 3, b: 4, 
 /**
  * The keys and the one argument of a decide.lua call, written decision after decision in the layout its header
  * gives (the one place it is written down): keys per policy (state, lockout), then the deny key; one JSON array
- * of the call's distinct policy shapes (algorithm id, cost (units), limit, window (ms), burst, blockFor (ms)),
- * then, per decision, its mode and its number of policies, and per policy its shape's index and its token (0
+ * of the call's distinct policy shapes (algorithm id, cost (units), limit, window (ms), burst, blockFor (ms),
+ * and the hold (units) only when there is one), then, per decision, its mode and its number of policies, and per policy its shape's index and its token (0
  * for none). Numbers are whole, so they print exactly. A calendar window's window is its four period starts,
  * and an escalating lockout's blockFor `[first ms, factor, max ms, forgiveAfter ms]`: nested arrays.
  */
@@ -49,12 +49,13 @@ export class DecideCall {
   /** Appends one decision of `calls` (one tracker's policies) in `mode` (`c`, `p`, `r`, `b` or `x`). */
   add(calls: readonly RateLimitCall[], mode: string): this {
     let json = `,${MODE_NUMBER[mode]},${calls.length}`;
-    for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey } of calls) {
+    for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey, hold } of calls) {
       this.keys.push(stateKey, blockKey);
       // An escalating lockout is [first, factor, max, forgiveAfter]; a plain one stays a number.
       const blockFor =
         escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
-      const shape = `[${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor}]`;
+      // A hold (policy `reserve`) is a seventh value, written only when there is one: the usual shape stays six.
+      const shape = `[${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor}${hold ? `,${hold}` : ''}]`;
       let index = this.shapes.get(shape);
       if (index === undefined) {
         index = this.shapes.size + 1;
@@ -86,21 +87,24 @@ export function isOnePolicy(calls: readonly RateLimitCall[], mode: string): bool
 }
 
 /**
- * A one-policy decision's keys and argument (algorithms/one-policy.lua, for a call {@link isOnePolicy} accepts): the keys
- * {@link DecideCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
- * algorithm, so no id): cost, limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose
- * capacity it is, else the token when there is one (last: it may hold spaces); numbers in hex, which Redis's Lua
- * reads for a fraction of what decimal costs it.
- */
-/**
  * Shortest window whose decisions may leave the clock unread: {@link ServerClock} then finds the server's now
  * exactly from the window's end, while its estimate is within half a window (5 s here) of the server's clock.
  */
 export const LAZY_CLOCK_MIN_WINDOW_MS = 10_000;
 
+/**
+ * A one-policy decision's keys and argument (algorithms/one-policy.lua, for a call {@link isOnePolicy} accepts): the keys
+ * {@link DecideCall} writes, then one argument of values joined by spaces, no JSON (the script holds one
+ * algorithm, so no id): cost (`n<units>` when negative, `<cost>+<hold>` when the call holds units back, policy
+ * `reserve`), limit, window ms, blockFor ms or `p` for a peek, then burst for an algorithm whose capacity it is,
+ * else the token when there is one (last: it may hold spaces); numbers in hex, which Redis's Lua reads for a
+ * fraction of what decimal costs it. A second argument `t` asks a fixed-window script for the server's clock.
+ */
 export function onePolicyCall(call: RateLimitCall, mode: string): { keys: string[]; args: string[] } {
-  const { algorithm, cost, params, token } = call;
-  const packed = `${cost.toString(16)} ${params.limit.toString(16)} ${params.windowMs.toString(16)} ${mode === 'p' ? 'p' : call.blockForMs.toString(16)}`;
+  const { algorithm, cost, params, token, hold } = call;
+  const units = cost < 0 ? `n${(-cost).toString(16)}` : cost.toString(16);
+  const blockFor = mode === 'p' ? 'p' : call.blockForMs.toString(16);
+  const packed = `${hold ? `${units}+${hold.toString(16)}` : units} ${params.limit.toString(16)} ${params.windowMs.toString(16)} ${blockFor}`;
   const args = [algorithm.usesBurst ? `${packed} ${params.burst.toString(16)}` : token === '' ? packed : `${packed} ${token}`];
   if (readsClockLazily(algorithm) && needsClock(call, mode)) args.push('t');
   return { keys: [call.stateKey, call.blockKey, denyKeyOf(call)], args };
