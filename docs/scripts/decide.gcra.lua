@@ -7,8 +7,8 @@
   after the other, as separate calls would, at one reading of the clock.
 
   Per decision, in order (n = its policies, at most 8; the TS encoder is DecideCall in redis-codec.ts):
-    KEYS  2n + 1: per policy, its state key and its lockout key; then the tracker's deny key (all of one
-          decision share one {hash tag})
+    KEYS  2n: per policy, its state key and its lockout key (all of one decision share one {hash tag}); no
+          deny key: each instance answers a denied tracker itself, before any script (lib/pipeline/deny-list.ts)
     ARGV  [1] one JSON array: first the call's distinct policy shapes, each an array of six values, then every
           decision of the call, flat, each 2 + 2n values, so cjson makes one table per shape and one for the
           call (a table per decision, with its mode and token as strings, cost Redis twice as much per decision)
@@ -18,22 +18,22 @@
                    [6] blockFor (ms, 0 = none; an escalating policy: [ first lockout ms, factor, max ms, forgiveAfter ms ])
           a decision: +0 mode: 1 consume | 2 peek (charges nothing; may drop expired entries) | 3 refund cost
              (units) / release the lease | 4 block for blockFor, never shortening a lockout in force, the token
-             kept as its note (a deny's reason) | 5 penalty: charge cost whatever the counter says (the refund
-             with cost negated), then peek one unit
+             kept as its note (deny() writes the 1.0 deny key so) | 5 penalty: charge cost whatever the
+             counter says (the refund with cost negated), then peek one unit
           +1 n
           then per policy i (from +2 + 2(i − 1)): +0 its shape's index, +1 its token (lease id, a settlement's
           charge time in ms, a block's note, as a string), or 0 for none
   A lockout or deny key holds `<until>[:<offences>][|<note>]`: the end (server ms), an escalating policy's
-  lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason.
-  Reply (integers, and a deny's reason):
+  lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason
+  (the deny key that deny() still writes for 1.0 instances, which no decision here reads).
+  Reply (integers):
     { now (server ms),
       per consume/peek/penalty decision, per policy, six slots: status, remaining (units), reset (ms),
         retry after (ms, -1 = never), delay (ms), more (ms until additional quota: `remaining` grows by one; 0
         when nothing is used; a lockout's end at the soonest) }
     status, a VERDICT_* code: VERDICT_ALLOWED; rejected: VERDICT_LIMITED by the counter, VERDICT_BLOCKED by a
-    lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1), VERDICT_DENIED (the tracker's deny key: every policy,
-    with remaining 0, reset = retry = more = the deny's end, and its reason in place of the delay, 0 without
-    one). (VERDICT_STORE_UNAVAILABLE is TypeScript's: a fallback's verdict, never replied.)
+    lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1). (VERDICT_DENIED and VERDICT_STORE_UNAVAILABLE are
+    TypeScript's: a deny is answered before the store is asked, a fallback's verdict instead of a reply.)
     A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
     Refund and block decisions add nothing. A decision that failed has its error message (a string) in
     its first status slot, and zeros.
@@ -132,14 +132,15 @@ end
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 
-  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+  decideOne(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
     now       the script's one reading of the server's TIME, ms
     mode      'c' consume or 'p' peek
-    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    key, bkey the call's KEYS: state key, lockout key (a tracker's deny is answered before any script runs:
+              lib/pipeline/deny-list.ts holds every deny in force, no decision reads a deny key)
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
-  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
-    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms, more ms },
+    as one policy of decide.lua's reply; status is a VERDICT_*
     code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the check does).
   From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
   What stands before the function is written once per script, the function once per algorithm.
@@ -202,16 +203,8 @@ ALG[5] = {
     gcraStore(key, math.max(gcraDebt(key, limit, window, now) - cost * window, 0), limit, window, now)
   end,
 }
-DECIDE_ONE[5] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+DECIDE_ONE[5] = function(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token)
+  -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
   local v = redis.call('GET', bkey)
   if v then
     local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
@@ -273,7 +266,7 @@ local function policy(k, d, i)
   return ALG[s[1]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], s[2], s[3], s[4], s[5], s[6], token
 end
 
--- A lockout or deny key's value as its end, offence count (0 without) and note (0 without): see the header.
+-- A lockout key's value as its end, offence count (0 without) and note (0 without): see the header.
 -- A plain lockout, the usual value, is a number and parses at once.
 local function lockout(v)
   local until_ = tonumber(v)
@@ -341,18 +334,6 @@ end
 -- Decides into the six reply slots per policy from reply[o]; with `unit`, each policy checks that many units
 -- instead of its cost (a penalty's peek).
 local function decide(mode, n, k, d, o, unit)
-  -- A denied tracker is rejected by every policy, before any is checked: one GET per decision.
-  local denial = redis.call('GET', KEYS[k + 2 * n])
-  if denial then
-    local until_, _, note = lockout(denial)
-    if until_ > now then
-      local left = until_ - now
-      for b = o, o + 6 * (n - 1), 6 do
-        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_DENIED, 0, left, left, note, left
-      end
-      return
-    end
-  end
   -- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
   local allowed = true
   local verdicts = {}
@@ -437,7 +418,7 @@ while A[d] do
       local s = SHAPES[A[d + 2]]
       local token = A[d + 3]
       if token == 0 then token = '' end
-      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token)
+      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], s[2], s[3], s[4], s[5], s[6], token)
     else
       ok, err = pcall(decide, mode, n, k, d, o)
     end
@@ -449,7 +430,7 @@ while A[d] do
       for x = o + 1, o + 6 * n - 1 do reply[x] = 0 end
     end
   end
-  k = k + 2 * n + 1
+  k = k + 2 * n
   d = d + 2 + PER_POLICY * n
 end
 return reply

@@ -11,15 +11,15 @@
   The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
-  KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
+  KEYS  [1] state key, [2] lockout key (one {hash tag}); no deny key: each instance answers a denied tracker
+        itself, before any script (lib/pipeline/deny-list.ts)
   ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
             (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
             whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
             rest of the string as it is), left out with its space when empty
-  Reply: { now (server ms), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
-         a deny's reason in its place) }: decide.lua's six slots of one decision, reordered, with delay left
-         out when 0 (no reason), and retry after too when delay is left out and it is 0 as well (an allowed
-         decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
+  Reply: { now (server ms), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms) }:
+         decide.lua's six slots of one decision, reordered, with delay left out when 0, and retry after too
+         when delay is left out and it is 0 as well (an allowed decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
 ]]
 local VERDICT_ALLOWED = 0
 local VERDICT_LIMITED = 1
@@ -60,14 +60,15 @@ end
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 
-  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
+  decideOne(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
     now       the script's one reading of the server's TIME, ms
     mode      'c' consume or 'p' peek
-    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    key, bkey the call's KEYS: state key, lockout key (a tracker's deny is answered before any script runs:
+              lib/pipeline/deny-list.ts holds every deny in force, no decision reads a deny key)
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
-  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
-    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms, more ms },
+    as one policy of decide.lua's reply; status is a VERDICT_*
     code (lib/stores/verdicts.ts). Raises on someone else's data under a key (the check does).
   From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
   What stands before the function is written once per script, the function once per algorithm.
@@ -127,16 +128,8 @@ local function slidingMore(id, e, cur, prev, remaining, limit, window, now)
 end
 
 
-local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+local function decideOne(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token)
+  -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
   local v = redis.call('GET', bkey)
   if v then
     local left = (tonumber(v) or tonumber(string.match(v, '^%d+'))) - now
@@ -214,7 +207,7 @@ if not blockFor then mode, blockFor = 'p', 0 end
 local burst = limit
 
 local reply = { now, 0, 0, 0, 0, 0, 0 }
-decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
+decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
 -- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
 local retry, delay = reply[5], reply[6]
 reply[5] = reply[7]

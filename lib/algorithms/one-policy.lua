@@ -11,15 +11,15 @@
   The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
-  KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
+  KEYS  [1] state key, [2] lockout key (one {hash tag}); no deny key: each instance answers a denied tracker
+        itself, before any script (lib/pipeline/deny-list.ts)
   ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units), limit, window (ms); blockFor
             (ms, 0 = none) for a consume, 'p' for a peek (a peek starts no lockout); then burst for an algorithm
             whose capacity it is (token-bucket, gcra, leaky-bucket), for the others the token (a lease id, the
             rest of the string as it is), left out with its space when empty
-  Reply: { now (server ms), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
-         a deny's reason in its place) }: decide.lua's six slots of one decision, reordered, with delay left
-         out when 0 (no reason), and retry after too when delay is left out and it is 0 as well (an allowed
-         decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
+  Reply: { now (server ms), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms) }:
+         decide.lua's six slots of one decision, reordered, with delay left out when 0, and retry after too
+         when delay is left out and it is 0 as well (an allowed decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
 ]]
 --@verdicts
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
@@ -35,7 +35,7 @@ if not blockFor then mode, blockFor = 'p', 0 end
 local burst = limit
 --@burst
 local reply = { now, 0, 0, 0, 0, 0, 0 }
-decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], KEYS[3], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
+decideOne(reply, 2, now, mode, KEYS[1], KEYS[2], tonumber(cost), limit, tonumber(window), burst, blockFor, token)
 -- decideOne wrote { status, remaining, reset, retry, delay, more } from slot 2.
 local retry, delay = reply[5], reply[6]
 reply[5] = reply[7]
