@@ -90,7 +90,9 @@ export class DenyCarryOver {
     }
     await channel.write({ op: 'import-end', done: begin.a === 0 });
     if (refused > 0) {
-      this.logger.warn(`${refused} deny keys of 1.0 were not carried over: the deny list is full (see MAX_DENIES in the README).`);
+      this.logger.warn(
+        `${refused} deny keys of 1.0 were not carried over: the deny list holds the most it keeps, 100,000 denies in force.`,
+      );
     }
     if (carried > 0) this.logger.log(`Carried ${carried} deny keys of 1.0 over into the deny list every instance holds.`);
     return carried;

@@ -4,7 +4,15 @@ import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { Duration } from '../interfaces/policy.interface';
 import { MAX_DENIES } from '../stores/deny-bounds';
 import { deniedDecision } from '../stores/lockouts';
-import type { DenyRead, DenyWrite, DenyWriteResult, OverrideKeys, RateLimitCall, RateLimitStore, StoreDecision } from '../stores/store.interface';
+import type {
+  DenyRead,
+  DenyWrite,
+  DenyWriteResult,
+  OverrideKeys,
+  RateLimitCall,
+  RateLimitStore,
+  StoreDecision,
+} from '../stores/store.interface';
 import { DenyCarryOver } from './deny-carry-over';
 import { bounded, dateOf, denyLength, storeFailed, validReason } from './deny-input';
 

@@ -104,7 +104,12 @@ export abstract class StoreLayer implements RateLimitStore {
     return this.inner.writeOverride ? this.inner.writeOverride(keys, write) : Promise.reject(noOverrides());
   }
 
-  readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat, knownDenies?: string): Promise<OverrideRead> {
+  readOverrides(
+    keys: OverrideKeys,
+    knownVersion: string | undefined,
+    heartbeat?: InstanceHeartbeat,
+    knownDenies?: string,
+  ): Promise<OverrideRead> {
     return this.inner.readOverrides ? this.inner.readOverrides(keys, knownVersion, heartbeat, knownDenies) : Promise.reject(noOverrides());
   }
 

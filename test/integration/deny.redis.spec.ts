@@ -185,7 +185,13 @@ function channelKeys(prefix: string): OverrideKeys {
     version: `${tag}:v`,
     expiries: `${tag}:until`,
     instances: `${tag}:instances`,
-    denies: { seq: `${tag}:denies:seq`, denies: `${tag}:denies`, log: `${tag}:denies:log`, ends: `${tag}:denies:until`, carryOver: `${tag}:denies:carry-over` },
+    denies: {
+      seq: `${tag}:denies:seq`,
+      denies: `${tag}:denies`,
+      log: `${tag}:denies:log`,
+      ends: `${tag}:denies:until`,
+      carryOver: `${tag}:denies:carry-over`,
+    },
   };
 }
 

@@ -40,7 +40,6 @@ const SCAN_DENIES_ON_NODE = luaScript(`#!lua flags=allow-cross-slot-keys\n${SCAN
 /** Keys a step of the carry-over's SCAN looks at. */
 const SCAN_COUNT = '1000';
 
-
 /**
  * The Redis store: every decision is one `EVALSHA` of a decision script (after `SCRIPT FLUSH`, a restart, a
  * failover or a server evicting its script cache, the `NOSCRIPT` reply is followed by the script once more: `EVAL`,
@@ -134,7 +133,15 @@ export class RedisStore implements RateLimitStore {
     const reply = (await this.transport.evalScript(
       READ_OVERRIDES,
       // Without a deny channel, its keys are the overrides' own: a read of them finds nothing it takes for a deny.
-      [keys.overrides, keys.version, keys.instances, d?.seq ?? keys.version, d?.denies ?? keys.overrides, d?.log ?? keys.instances, d?.carryOver ?? keys.version],
+      [
+        keys.overrides,
+        keys.version,
+        keys.instances,
+        d?.seq ?? keys.version,
+        d?.denies ?? keys.overrides,
+        d?.log ?? keys.instances,
+        d?.carryOver ?? keys.version,
+      ],
       [knownVersion ?? '', heartbeat?.id ?? '', String(heartbeat?.liveMs ?? 0), d === undefined ? '' : (knownDenies ?? '')],
     )) as ReadonlyArray<number | string | ReadonlyArray<unknown>>;
     const read: OverrideRead = { version: String(reply[0]), nowMs: Number(reply[1]) };
@@ -157,9 +164,11 @@ export class RedisStore implements RateLimitStore {
     else if (write.op === 'import') args.push(write.since, ...write.entries.flat());
     else if (write.op === 'import-begin') args.push(String(write.everyMs), String(write.liveMs));
     else args.push(write.done ? 'done' : '');
-    const reply = (await this.transport.evalScript(WRITE_DENIES, [d.seq, d.denies, d.log, d.ends, d.carryOver, keys.instances], args)) as ReadonlyArray<
-      number | string
-    >;
+    const reply = (await this.transport.evalScript(
+      WRITE_DENIES,
+      [d.seq, d.denies, d.log, d.ends, d.carryOver, keys.instances],
+      args,
+    )) as ReadonlyArray<number | string>;
     return { seq: String(reply[0]), nowMs: Number(reply[1]), status: Number(reply[2]), a: Number(reply[3]), b: String(reply[4] ?? '') };
   }
 
@@ -179,7 +188,8 @@ export class RedisStore implements RateLimitStore {
       let cursor = '0';
       do {
         const args = [cursor, pattern, SCAN_COUNT];
-        const sent = node === undefined ? transport.evalScript(SCAN_DENIES, [], args) : transport.evalOnNode?.(node, SCAN_DENIES_ON_NODE, args);
+        const sent =
+          node === undefined ? transport.evalScript(SCAN_DENIES, [], args) : transport.evalOnNode?.(node, SCAN_DENIES_ON_NODE, args);
         if (sent === undefined) return false;
         const reply = (await sent) as [string, unknown[]];
         cursor = String(reply[0]);
