@@ -18,7 +18,7 @@
   ARGV  [1] the overrides' version the caller holds ('' for none)
         [2] the caller's instance id ('' for no heartbeat: nothing is written)
         [3] how long an instance counts as live after its last poll, ms
-        [4] the denies' sequence number the caller holds ('' for none)
+        [4] the denies' sequence number the caller holds ('' for none, '-' for no deny channel: KEYS[4 ..] unused)
   Reply: { overrides' version (0 when none was ever written), now (server ms), live instances (the caller
          included; 0 without a heartbeat), the overrides { field, value, … } or 0 when their version is ARGV[1]
          (ended overrides included: compare their `until` with now), the denies' sequence number (0 when none),
@@ -42,7 +42,7 @@ local overrides = 0
 if version ~= tonumber(ARGV[1]) then overrides = redis.call('HGETALL', KEYS[1]) end
 local denies = 0
 local known = tonumber(ARGV[4])
-if seq ~= known then
+if seq ~= known and ARGV[4] ~= '-' then
   local floor = redis.call('ZSCORE', KEYS[6], '')
   if known and floor and known >= tonumber(floor) and known < seq then
     local fields = redis.call('ZRANGE', KEYS[6], '(' .. ARGV[4], '+inf', 'BYSCORE')

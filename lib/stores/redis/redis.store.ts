@@ -132,7 +132,7 @@ export class RedisStore implements RateLimitStore {
     const d = keys.denies;
     const reply = (await this.transport.evalScript(
       READ_OVERRIDES,
-      // Without a deny channel, its keys are the overrides' own: a read of them finds nothing it takes for a deny.
+      // Without a deny channel ('-'), its keys stand in for the unused deny keys: nothing reads them but the MGET.
       [
         keys.overrides,
         keys.version,
@@ -142,7 +142,7 @@ export class RedisStore implements RateLimitStore {
         d?.log ?? keys.instances,
         d?.carryOver ?? keys.version,
       ],
-      [knownVersion ?? '', heartbeat?.id ?? '', String(heartbeat?.liveMs ?? 0), d === undefined ? '' : (knownDenies ?? '')],
+      [knownVersion ?? '', heartbeat?.id ?? '', String(heartbeat?.liveMs ?? 0), d === undefined ? '-' : (knownDenies ?? '')],
     )) as ReadonlyArray<number | string | ReadonlyArray<unknown>>;
     const read: OverrideRead = { version: String(reply[0]), nowMs: Number(reply[1]) };
     if (heartbeat !== undefined) read.liveInstances = Number(reply[2]);
