@@ -1,7 +1,8 @@
 /**
  * Memory: Redis `MEMORY USAGE` of one tracker's key per algorithm (and of the peers' keys, for scale), the
  * `used_memory` growth per tracker over 10k trackers (adds Redis's dict and expiry entries), and the memory
- * store's heap bytes per tracker over 100k trackers. Needs --expose-gc (the npm script passes it).
+ * store's heap bytes per tracker over 100k trackers, and the heap bytes per deny an instance holds with 100k denies in
+ * force on Redis (MAX_DENIES). Needs --expose-gc (the npm script passes it).
  *
  *   npm run bench:memory
  */
@@ -21,6 +22,8 @@ import type { RateLimitAlgorithmName, RateLimitPolicy } from '../lib';
 import { benchRedis } from './support/redis';
 import { heading, table } from './support/report';
 import { RATE_LIMIT_ALGORITHMS } from '../lib/interfaces/policy.interface';
+import { MAX_DENIES } from '../lib/stores/deny-bounds';
+import type { OverrideKeys } from '../lib/stores/store.interface';
 
 const ALGORITHMS = RATE_LIMIT_ALGORITHMS;
 const LIMIT = 100;
@@ -173,6 +176,58 @@ async function heapPart(): Promise<void> {
   console.log(table(['store', 'heap B / tracker'], rows));
 }
 
+/**
+ * Heap bytes per deny an instance on Redis holds (every deny in force, read by its poll) at MAX_DENIES denies,
+ * trackers `user:<i>`, without a reason and with a 24-character one.
+ */
+async function denyListPart(port: number): Promise<void> {
+  const client = new Redis({ port, lazyConnect: false });
+  const registry = new RateLimitAlgorithmRegistry();
+  const rows: string[][] = [];
+  try {
+    for (const reason of ['', '|credential stuffing, 50x']) {
+      const prefix = `denies${reason.length}`;
+      const store = new RedisStore(client, registry.all(), false);
+      const tag = `${prefix}:{overrides}`;
+      // The keys the overrides' poll names (override-sync.ts).
+      const keys: OverrideKeys = {
+        overrides: tag,
+        version: `${tag}:v`,
+        expiries: `${tag}:until`,
+        instances: `${tag}:instances`,
+        denies: {
+          seq: `${tag}:denies:seq`,
+          denies: `${tag}:denies`,
+          log: `${tag}:denies:log`,
+          ends: `${tag}:denies:until`,
+          carryOver: `${tag}:denies:carry-over`,
+        },
+      };
+      const until = Date.now() + 3_600_000;
+      for (let i = 0; i < MAX_DENIES; i += 5_000) {
+        const entries = Array.from(
+          { length: 5_000 },
+          (_, j) => [`${trackerKeyPrefix(prefix, `user:${i + j}`)}deny`, `${until}${reason}`] as const,
+        );
+        await store.writeDenies(keys, { op: 'import', since: '0', entries });
+      }
+      // No 1.0 deny key to carry over here: the reader's first poll starts none.
+      await client.set(keys.denies!.carryOver, 'done');
+      const reader = new RateLimitEngine(store, { prefix });
+      const before = await heapUsed();
+      await reader.overrides.refresh();
+      const after = await heapUsed();
+      if (!reader.denials.active) throw new Error('the deny list read no deny');
+      rows.push([reason === '' ? 'no reason' : `reason of ${reason.length - 1} characters`, ((after - before) / MAX_DENIES).toFixed(0)]);
+      await client.del(keys.denies!.denies, keys.denies!.log, keys.denies!.ends, keys.denies!.seq, keys.denies!.carryOver);
+    }
+  } finally {
+    client.disconnect();
+  }
+  console.log(`\n### Deny list: heap bytes per deny an instance holds (${MAX_DENIES / 1000}k denies in force on Redis, after GC)\n`);
+  console.log(table(['denies', 'heap B / deny'], rows));
+}
+
 async function main(): Promise<void> {
   if (typeof (globalThis as { gc?: unknown }).gc !== 'function') {
     throw new Error('bench/memory.ts needs --expose-gc: run it with `npm run bench:memory`.');
@@ -181,6 +236,7 @@ async function main(): Promise<void> {
   const redis = await benchRedis();
   try {
     await redisPart(redis.port);
+    await denyListPart(redis.port);
   } finally {
     await redis.stop();
   }

@@ -114,8 +114,10 @@ export class RateLimitAdmin implements OnApplicationShutdown {
    * until `until` — a duration from now, or a date on the store's clock — on every policy of every route and
    * every service call, on every instance: each decision for it is rejected as a lockout (429 with
    * `Retry-After` until then). A deny in force that ends later is kept (to shorten one, {@link allow} first).
-   * `reason` (at most 256 characters) is kept with it for {@link denied}; clients never see it. Each instance
-   * answers a tracker it knows to be denied without a store round trip, and asks the store again each second.
+   * `reason` (at most 256 characters) is kept with it for {@link denied}; clients never see it. On Redis, every
+   * instance holds every deny in force and answers it without a store round trip: this one at once, the others
+   * within 1 s (their next poll). At most 100,000 denies are in force at once: beyond, denying another tracker
+   * rejects with a {@link RateLimitConfigError}.
    * @example await admin.deny('ip:203.0.113.7', '1h', 'credential stuffing');
    */
   async deny(key: string, until: Duration | Date, reason?: string): Promise<void> {

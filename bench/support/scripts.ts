@@ -41,7 +41,7 @@ function consumeCall(algorithm: RateLimitAlgorithm, tracker: string, limit: numb
 
 /**
  * KEYS and ARGV of a one-policy decision, the script the store sends for one policy's decision (algorithms/one-policy.lua,
- * encoded by onePolicyCall): the policy's state and block keys, then the tracker's deny key; one argument of
+ * encoded by onePolicyCall): the policy's state and block keys (no deny key); one argument of
  * cost, limit, window ms, blockFor ms and, for the algorithms whose capacity it is, burst, joined by spaces.
  */
 export function onePolicyArgs(

@@ -7,8 +7,8 @@
   after the other, as separate calls would, at one reading of the clock.
 
   Per decision, in order (n = its policies, at most 8; the TS encoder is DecideCall in redis-codec.ts):
-    KEYS  2n + 1: per policy, its state key and its lockout key; then the tracker's deny key (all of one
-          decision share one {hash tag})
+    KEYS  2n: per policy, its state key and its lockout key (all of one decision share one {hash tag}); no
+          deny key: each instance answers a denied tracker itself, before any script (lib/pipeline/deny-list.ts)
     ARGV  [1] one JSON array: first the call's distinct policy shapes, each an array of six values, then every
           decision of the call, flat, each 2 + 2n values, so cjson makes one table per shape and one for the
           call (a table per decision, with its mode and token as strings, cost Redis twice as much per decision)
@@ -20,14 +20,15 @@
                        out when 0: the counter is checked with cost + hold and charged cost
           a decision: +0 mode: 1 consume | 2 peek (charges nothing; may drop expired entries) | 3 refund cost
              (units) / release the lease | 4 block for blockFor, never shortening a lockout in force, the token
-             kept as its note (a deny's reason) | 5 penalty: charge cost whatever the counter says (the refund
-             with cost negated), then peek one unit
+             kept as its note (deny() writes the 1.0 deny key so) | 5 penalty: charge cost whatever the
+             counter says (the refund with cost negated), then peek one unit
           +1 n
           then per policy i (from +2 + 2(i − 1)): +0 its shape's index, +1 its token (lease id, a settlement's
           charge time in ms, a block's note, as a string), or 0 for none
   A lockout or deny key holds `<until>[:<offences>][|<note>]`: the end (server ms), an escalating policy's
-  lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason.
-  Reply (integers, and a deny's reason):
+  lockouts since it was last forgiven (the key then outlives the lockout by forgiveAfter), a deny's reason
+  (the deny key that deny() still writes for 1.0 instances, which no decision here reads).
+  Reply (integers):
     { now (server ms),
       per consume/peek/penalty decision, per policy, six slots: status, remaining (units), reset (ms),
         retry after (ms, -1 = never), delay (ms), more (ms until additional quota: `remaining` grows by one; 0
@@ -35,9 +36,9 @@
     status, a VERDICT_* code: VERDICT_ALLOWED; rejected: VERDICT_LIMITED by the counter, VERDICT_BLOCKED by a
     lockout, VERDICT_COST_EXCEEDS_CAPACITY (retry -1; with a hold, cost + hold above the capacity),
     VERDICT_RESERVED (the cost fits the counter, but not with the hold: no lockout starts, and the waits are
-    the held check's), VERDICT_DENIED (the tracker's deny key: every policy, with remaining 0, reset = retry =
-    more = the deny's end, and its reason in place of the delay, 0 without one). (VERDICT_STORE_UNAVAILABLE is
-    TypeScript's: a fallback's verdict, never replied.) With a hold, remaining leaves the held units out.
+    the held check's). With a hold, remaining leaves the held units out. (VERDICT_DENIED and
+    VERDICT_STORE_UNAVAILABLE are TypeScript's: a deny is answered before the store is asked, a fallback's
+    verdict instead of a reply.)
     A fragment's check returns its `more` as the field r.more; a commit may re-measure it (a concurrency renewal).
     Refund and block decisions add nothing. A decision that failed has its error message (a string) in
     its first status slot, and zeros.
@@ -137,19 +138,20 @@ end
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 
-  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
+  decideOne(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
     now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
               reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
               into reply[1] too
     mode      'c' consume or 'p' peek
-    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    key, bkey the call's KEYS: state key, lockout key (a tracker's deny is answered before any script runs:
+              lib/pipeline/deny-list.ts holds every deny in force, no decision reads a deny key)
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
     hold      units the decision must leave untaken (a `reserve` for higher criticalities; 0 = none): the counter
               is checked with cost + hold, only cost is charged, and a decision that fits without the hold alone
               is VERDICT_RESERVED (no lockout), with the wait of the held check
-  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
-    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms, more ms },
+    as one policy of decide.lua's reply; status is a VERDICT_*
     code (lib/stores/verdicts.ts); with a hold, remaining is what is left once the hold is kept. Raises on
     someone else's data under a key (the check does).
   From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
@@ -317,21 +319,7 @@ ALG[1] = {
     redis.call('INCRBY', key, math.max(n - cost, 0) - n)
   end,
 }
-DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      reply[1] = now
-    end
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -405,6 +393,7 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     more = reset
   end
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       if not now then
@@ -656,21 +645,7 @@ ALG[2] = {
     slidingStore(key, id, c, prev, cur == 0 and slidingReset(id, c, prev, window, now) or nil)
   end,
 }
-DECIDE_ONE[2] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      reply[1] = now
-    end
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+DECIDE_ONE[2] = function(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -694,6 +669,7 @@ DECIDE_ONE[2] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     end
   end
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       if not now then
@@ -869,21 +845,7 @@ ALG[3] = {
     redis.call('ZREMRANGEBYRANK', key, -cost, -1)
   end,
 }
-DECIDE_ONE[3] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      reply[1] = now
-    end
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+DECIDE_ONE[3] = function(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -913,6 +875,7 @@ DECIDE_ONE[3] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     end
   end
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       if not now then
@@ -1054,21 +1017,7 @@ ALG[4] = {
     tokenBucketStore(key, math.max(debt - cost * window, 0), at, limit, window, burst)
   end,
 }
-DECIDE_ONE[4] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      reply[1] = now
-    end
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+DECIDE_ONE[4] = function(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -1081,6 +1030,7 @@ DECIDE_ONE[4] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     s2 = at
   end
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       if not now then
@@ -1208,21 +1158,7 @@ ALG[5] = {
     gcraStore(key, math.max(gcraDebt(key, limit, window, now) - cost * window, 0), limit, window, now)
   end,
 }
-DECIDE_ONE[5] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      reply[1] = now
-    end
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+DECIDE_ONE[5] = function(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -1233,6 +1169,7 @@ DECIDE_ONE[5] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     ok, remaining, reset, retry, delay, more, s1 = bucket(gcraDebt(key, limit, window, now), cost, limit, window, burst)
   end
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       if not now then
@@ -1353,21 +1290,7 @@ ALG[6] = {
     leakyStore(key, math.max(level - cost * window, 0), at, limit, window)
   end,
 }
-DECIDE_ONE[6] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      reply[1] = now
-    end
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+DECIDE_ONE[6] = function(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -1381,6 +1304,7 @@ DECIDE_ONE[6] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     s2 = at
   end
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       if not now then
@@ -1554,21 +1478,7 @@ ALG[7] = {
     end
   end,
 }
-DECIDE_ONE[7] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      reply[1] = now
-    end
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+DECIDE_ONE[7] = function(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -1596,6 +1506,7 @@ DECIDE_ONE[7] = function(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
     end
   end
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       if not now then
@@ -1703,7 +1614,7 @@ local function policy(k, d, i)
   return ALG[s[1]], KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1], s[2], s[3], s[4], s[5], s[6], token, s[7] or 0
 end
 
--- A lockout or deny key's value as its end, offence count (0 without) and note (0 without): see the header.
+-- A lockout key's value as its end, offence count (0 without) and note (0 without): see the header.
 -- A plain lockout, the usual value, is a number and parses at once.
 local function lockout(v)
   local until_ = tonumber(v)
@@ -1772,18 +1683,6 @@ end
 -- Decides into the six reply slots per policy from reply[o]; with `unit`, each policy checks that many units
 -- instead of its cost (a penalty's peek).
 local function decide(mode, n, k, d, o, unit)
-  -- A denied tracker is rejected by every policy, before any is checked: one GET per decision.
-  local denial = redis.call('GET', KEYS[k + 2 * n])
-  if denial then
-    local until_, _, note = lockout(denial)
-    if until_ > now then
-      local left = until_ - now
-      for b = o, o + 6 * (n - 1), 6 do
-        reply[b], reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] = VERDICT_DENIED, 0, left, left, note, left
-      end
-      return
-    end
-  end
   -- Check every policy; reply slots are filled as we go, verdicts kept for the commit.
   local allowed = true
   local verdicts = {}
@@ -1897,7 +1796,7 @@ while A[d] do
       local s = SHAPES[A[d + 2]]
       local token = A[d + 3]
       if token == 0 then token = '' end
-      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], KEYS[k + 2], s[2], s[3], s[4], s[5], s[6], token, s[7] or 0)
+      ok, err = pcall(DECIDE_ONE[s[1]], reply, o, now, mode, KEYS[k], KEYS[k + 1], s[2], s[3], s[4], s[5], s[6], token, s[7] or 0)
     else
       ok, err = pcall(decide, mode, n, k, d, o)
     end
@@ -1909,7 +1808,7 @@ while A[d] do
       for x = o + 1, o + 6 * n - 1 do reply[x] = 0 end
     end
   end
-  k = k + 2 * n + 1
+  k = k + 2 * n
   d = d + 2 + PER_POLICY * n
 end
 return reply

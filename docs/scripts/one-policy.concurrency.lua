@@ -13,7 +13,8 @@
   The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
-  KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
+  KEYS  [1] state key, [2] lockout key (one {hash tag}); no deny key: each instance answers a denied tracker
+        itself, before any script (lib/pipeline/deny-list.ts)
   ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units; 'n<units>' for a negative
             cost, a lease's renewal; '<cost>+<hold>' with the units a `reserve` holds back for higher
             criticalities: checked with cost + hold, charged cost), limit, window (ms); blockFor (ms, 0 = none)
@@ -23,10 +24,10 @@
         [2] present ('t') when the caller needs the server's clock in the reply (a charge that may be given
             back later says when it was made); an algorithm that reads the clock only when it needs it
             (fixed-window) reads it then, and replies now 0 when it did not
-  Reply: { now (server ms; 0 when not read), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
-         a deny's reason in its place) }: decide.lua's six slots of one decision, reordered, with delay left
-         out when 0 (no reason), and retry after too when delay is left out and it is 0 as well (an allowed
-         decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
+  Reply: { now (server ms; 0 when not read), status, remaining, reset (ms), more (ms), retry after (ms, -1 =
+         never), delay (ms) }: decide.lua's six slots of one decision, reordered, with delay left out when 0,
+         and retry after too when delay is left out and it is 0 as well (an allowed decision's); status is a
+         VERDICT_* code. An error (a key holding someone else's data) fails the call.
 ]]
 local VERDICT_ALLOWED = 0
 local VERDICT_LIMITED = 1
@@ -42,19 +43,20 @@ local VERDICT_RESERVED = 6
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 
-  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
+  decideOne(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
     now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
               reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
               into reply[1] too
     mode      'c' consume or 'p' peek
-    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    key, bkey the call's KEYS: state key, lockout key (a tracker's deny is answered before any script runs:
+              lib/pipeline/deny-list.ts holds every deny in force, no decision reads a deny key)
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
     hold      units the decision must leave untaken (a `reserve` for higher criticalities; 0 = none): the counter
               is checked with cost + hold, only cost is charged, and a decision that fits without the hold alone
               is VERDICT_RESERVED (no lockout), with the wait of the held check
-  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
-    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms, more ms },
+    as one policy of decide.lua's reply; status is a VERDICT_*
     code (lib/stores/verdicts.ts); with a hold, remaining is what is left once the hold is kept. Raises on
     someone else's data under a key (the check does).
   From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
@@ -141,22 +143,8 @@ if not blockFor then mode, blockFor = 'p', 0 end
 local burst = limit
 
 local reply = { now or 0, 0, 0, 0, 0, 0, 0 }
-local o, key, bkey, dkey = 2, KEYS[1], KEYS[2], KEYS[3]
+local o, key, bkey = 2, KEYS[1], KEYS[2]
 repeat
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      reply[1] = now
-    end
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      break
-    end
-  end
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -184,6 +172,7 @@ repeat
     end
   end
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       if not now then

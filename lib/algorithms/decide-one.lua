@@ -5,35 +5,26 @@
   algorithm's function once per call; decide.lua keeps one per algorithm in DECIDE_ONE[id] for every such
   decision of a batch, and its general path for several policies or an escalating lockout.
 
-  decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
+  decideOne(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
     reply, o  the script's reply table, and the first of the six slots this decision writes there
     now       the script's one reading of the server's TIME, ms; nil in a one-policy call of an algorithm that
               reads the clock only when it needs it (fixed-window), where the now marker reads it then, once,
               into reply[1] too
     mode      'c' consume or 'p' peek
-    key, bkey, dkey  the call's KEYS: state key, lockout key, the tracker's deny key
+    key, bkey the call's KEYS: state key, lockout key (a tracker's deny is answered before any script runs:
+              lib/pipeline/deny-list.ts holds every deny in force, no decision reads a deny key)
     cost (units), limit, window (ms), burst, blockFor (ms, 0 = none), token: the policy's values of decide.lua's ARGV
     hold      units the decision must leave untaken (a `reserve` for higher criticalities; 0 = none): the counter
               is checked with cost + hold, only cost is charged, and a decision that fits without the hold alone
               is VERDICT_RESERVED (no lockout), with the wait of the held check
-  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms (a deny's
-    reason in its place, 0 without one), more ms }, as one policy of decide.lua's reply; status is a VERDICT_*
+  Writes reply[o .. o + 5] = { status, remaining, reset ms, retry after ms (-1 = never), delay ms, more ms },
+    as one policy of decide.lua's reply; status is a VERDICT_*
     code (lib/stores/verdicts.ts); with a hold, remaining is what is left once the hold is kept. Raises on
     someone else's data under a key (the check does).
   From its host: the VERDICT_* locals and the algorithm's helpers; it reads no other variable of the script.
   What stands before the function is written once per script, the function once per algorithm.
 ]]
-local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, window, burst, blockFor, token, hold)
-  -- A lockout or deny key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
-  local denial = redis.call('GET', dkey)
-  if denial then
-    --@now
-    local left = (tonumber(denial) or tonumber(string.match(denial, '^%d+'))) - now
-    if left > 0 then
-      reply[o], reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5] = VERDICT_DENIED, 0, left, left, string.match(denial, '|(.*)$') or 0, left
-      return
-    end
-  end
+local function decideOne(reply, o, now, mode, key, bkey, cost, limit, window, burst, blockFor, token, hold)
   -- mark: whether a lockout may be in force, so the lockout key is read (an algorithm whose state carries no
   -- mark of its lockouts leaves it true).
   local ok, remaining, reset, retry, delay, more, s1, s2, s3, s4, mark = false, 0, 0, 0, 0, 0, nil, nil, nil, nil, true
@@ -42,6 +33,7 @@ local function decideOne(reply, o, now, mode, key, bkey, dkey, cost, limit, wind
   cost = charge + hold
   --@check
   if mark then
+    -- A lockout key holds `<until>[:<offences>][|<note>]` (decide.lua); the usual value is a bare number.
     local v = redis.call('GET', bkey)
     if v then
       --@now

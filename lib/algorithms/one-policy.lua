@@ -13,7 +13,8 @@
   The reply leaves out the slots that are 0 in the usual decision: each integer costs the client to read.
   The TS encoder and parser are onePolicyCall and parseOnePolicyReply in redis-codec.ts.
 
-  KEYS  [1] state key, [2] lockout key, [3] the tracker's deny key (one {hash tag})
+  KEYS  [1] state key, [2] lockout key (one {hash tag}); no deny key: each instance answers a denied tracker
+        itself, before any script (lib/pipeline/deny-list.ts)
   ARGV  [1] '<cost> <limit> <window> <blockFor>[ <burst or token>]': cost (units; 'n<units>' for a negative
             cost, a lease's renewal; '<cost>+<hold>' with the units a `reserve` holds back for higher
             criticalities: checked with cost + hold, charged cost), limit, window (ms); blockFor (ms, 0 = none)
@@ -23,10 +24,10 @@
         [2] present ('t') when the caller needs the server's clock in the reply (a charge that may be given
             back later says when it was made); an algorithm that reads the clock only when it needs it
             (fixed-window) reads it then, and replies now 0 when it did not
-  Reply: { now (server ms; 0 when not read), status, remaining, reset (ms), more (ms), retry after (ms, -1 = never), delay (ms;
-         a deny's reason in its place) }: decide.lua's six slots of one decision, reordered, with delay left
-         out when 0 (no reason), and retry after too when delay is left out and it is 0 as well (an allowed
-         decision's); status is a VERDICT_* code. An error (a key holding someone else's data) fails the call.
+  Reply: { now (server ms; 0 when not read), status, remaining, reset (ms), more (ms), retry after (ms, -1 =
+         never), delay (ms) }: decide.lua's six slots of one decision, reordered, with delay left out when 0,
+         and retry after too when delay is left out and it is 0 as well (an allowed decision's); status is a
+         VERDICT_* code. An error (a key holding someone else's data) fails the call.
 ]]
 --@verdicts
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
@@ -54,7 +55,7 @@ if not blockFor then mode, blockFor = 'p', 0 end
 local burst = limit
 --@burst
 local reply = { now or 0, 0, 0, 0, 0, 0, 0 }
-local o, key, bkey, dkey = 2, KEYS[1], KEYS[2], KEYS[3]
+local o, key, bkey = 2, KEYS[1], KEYS[2]
 --@decide
 -- The decision wrote { status, remaining, reset, retry, delay, more } from slot 2.
 local retry, delay = reply[5], reply[6]

@@ -167,8 +167,8 @@ export interface RateLimitPolicy {
    * `fixed-window`, when the window ends). Redis then sees one call per slice instead of one per request. Every
    * unit is charged in Redis before it is spent: a fixed window admits at most `limit`; `sliding-window`,
    * `token-bucket` and `gcra` at most (instances × `slice`) above their limit in any span. Headers report what
-   * Redis had left at the last grant plus this instance's slice. A `deny()` or `reset()` made by another instance
-   * reaches a slice when it is next refilled. Whole number from 1 to the policy's capacity; not with `countOnly`,
+   * Redis had left at the last grant plus this instance's slice. A `reset()` made by another instance reaches a
+   * slice when it is next refilled (a `deny()` reaches every instance within 1 s, slices or not). Whole number from 1 to the policy's capacity; not with `countOnly`,
    * `settle` or `blockFor`. The memory store ignores it (it decides in-process already).
    * @example { algorithm: 'token-bucket', limit: 20_000, window: '1s', by: () => 'api', slice: 50 } // 4 instances: ≤ 200 over (1 %)
    */

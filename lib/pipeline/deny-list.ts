@@ -2,11 +2,21 @@ import { FixedWindowAlgorithm } from '../algorithms/fixed-window';
 import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { Duration } from '../interfaces/policy.interface';
-import { describeValue } from '../shared/describe-value';
-import { parseDuration } from '../policy/duration';
-import { LruMap } from '../shared/lru-map';
-import { deniedDecision, MAX_LOCKOUT_MS } from '../stores/lockouts';
-import type { RateLimitCall, RateLimitStore, StoreDecision } from '../stores/store.interface';
+import { MAX_DENIES } from '../stores/deny-bounds';
+import { deniedDecision } from '../stores/lockouts';
+import type {
+  DenyRead,
+  DenyWrite,
+  DenyWriteResult,
+  OverrideKeys,
+  RateLimitCall,
+  RateLimitStore,
+  StoreDecision,
+} from '../stores/store.interface';
+import { DenyCarryOver } from './deny-carry-over';
+import { bounded, dateOf, denyLength, storeFailed, validReason } from './deny-input';
+
+export { MAX_DENIES };
 import { Verdict } from '../stores/verdicts';
 
 /** A tracker's deny, as {@link RateLimiterService.denied} reports it. */
@@ -17,146 +27,263 @@ export interface RateLimitDenial {
   reason?: string;
 }
 
-/**
- * Longest an instance answers a denied tracker from what it learnt before asking the store again, ms: an
- * `allow()` made on another instance takes effect everywhere within this.
- */
-export const DENY_RECHECK_MS = 1_000;
-/** Most denied trackers an instance remembers (each entry is its deny key, at most ~240 characters, and three numbers). */
-const MAX_KNOWN = 10_000;
-/** Longest reason kept with a deny, in UTF-16 code units. */
-const MAX_REASON_LENGTH = 256;
-/** Half of a surrogate pair on its own: Redis's JSON decoder rejects it (a pair is one code point with `u`). */
-const LONE_SURROGATE = /\p{Surrogate}/u;
-
-/** A deny this instance learnt, on its local clock. */
-interface Known {
-  /** When the deny ends, local ms. */
+/** A deny held here: its end on the store's clock, and its reason ('' for none). */
+interface Denial {
   until: number;
-  /** After this, decisions ask the store again, local ms. */
-  recheckAt: number;
-  /** The store's clock minus the local one when it was learnt, ms (a local answer's `nowMs`). */
-  offset: number;
+  note: string;
 }
 
 /**
- * The deny list: trackers rejected by every policy of every route and every service call until a time,
- * shared by every instance through the store (one key per denied tracker, `<prefix>:{<tracker>}:deny`, read
- * by every decision in the same script call).
+ * How the deny list reaches the channel it shares with the runtime overrides (given by {@link RateLimitOverrides},
+ * which polls it): the channel's keys, the queue that keeps reads and writes in order (a read sent before a
+ * write must not be applied after it), and a read now.
+ */
+export interface DenyChannel {
+  keys: OverrideKeys;
+  exclusive<T>(work: () => Promise<T>): Promise<T>;
+  refresh(): Promise<void>;
+  /** How long an instance counts as live after its last poll, ms (the heartbeat's). */
+  liveMs: number;
+}
+
+/**
+ * The deny list: trackers rejected by every policy of every route and every service call until a time.
  *
- * In front of a remote store, each instance also remembers the denied trackers it has learnt (from a
- * decision's reply, or its own `deny()`), and answers their decisions itself, with no round trip, until
- * {@link DENY_RECHECK_MS} has passed (or the deny has ended); then the next decision asks the store again.
- * When the store is down and a fallback answers, a tracker known to be denied is still rejected. Bounded: at
- * most 10,000 trackers (least recently used forgotten first), and entries come only from the store's
- * denies, never from what a client sends. An in-process store (the memory store) answers denies itself.
+ * On a remote store (Redis), every instance holds every deny in force (at most {@link MAX_DENIES}) and answers a
+ * denied tracker's decisions itself, with no round trip, also while the store is down; no decision script reads a
+ * deny key. The denies travel through the channel the runtime overrides use (see denies-write.lua and
+ * overrides-read.lua): the instance that calls `deny()` / `allow()` applies it at once, every other one at its
+ * next poll (every 500 ms, so within 1 s), reading only what changed. A deny's end is on the store's clock: each
+ * read's `TIME` turns it into this instance's. `deny()` also writes the tracker's 1.0 deny key
+ * (`<prefix>:{<tracker>}:deny`), which 1.0 instances read during a rolling upgrade, and `allow()` deletes it;
+ * the denies 1.0 instances wrote are carried over ({@link DenyCarryOver}).
+ *
+ * An in-process store (the memory store) answers denies itself, exactly: nothing is held in front of it.
  */
 export class RateLimitDenyList {
-  private readonly known: LruMap<Known> | undefined;
+  /** The denies in force by their 1.0 deny key (what a decision's calls name), on a remote store only. */
+  private readonly held: Map<string, Denial> | undefined;
+  /** The store's clock minus the local one at the last read or write, ms. */
+  private offset = 0;
+  /** The channel's sequence number the held denies match; `undefined` until the first read. */
+  private seq: string | undefined;
+  /** The soonest end of a deny held, store ms. */
+  private nextEnd = Infinity;
+  private channel: DenyChannel | undefined;
+  private carryOver: DenyCarryOver | undefined;
   /** The algorithm of the calls that write and read deny keys (a peek of cost 0 that no counter ever holds). */
   private readonly probeAlgorithm = new FixedWindowAlgorithm();
 
-  /** @param clock local time in ms, for the cache only; monotonic by default (a wall clock can step). */
+  /** @param clock local time in ms; monotonic by default (a wall clock can step). */
   constructor(
     private readonly store: RateLimitStore,
     private readonly clock: () => number = () => performance.now(),
   ) {
-    this.known = store.inProcess ? undefined : new LruMap<Known>();
+    this.held = store.inProcess ? undefined : new Map<string, Denial>();
   }
 
-  /** Whether this instance knows any denied tracker (the engine reviews allowed answers only then). */
+  /** Whether any deny is held here (the engine reviews a fallback's answers only then). */
   get active(): boolean {
-    return this.known !== undefined && this.known.size > 0;
+    return this.held !== undefined && this.held.size > 0;
+  }
+
+  /** The channel's sequence number held ('' for none): what the next poll asks about. */
+  get known(): string | undefined {
+    return this.seq;
+  }
+
+  /** Connects the list to its channel (the overrides' poll), once; the carry-over of 1.0 deny keys runs through it. */
+  connect(channel: DenyChannel, prefix: string): void {
+    this.channel = channel;
+    const write = (w: DenyWrite) => this.write(w);
+    this.carryOver = new DenyCarryOver(this.store, { write, prefix, liveMs: channel.liveMs }, this.clock);
   }
 
   /**
-   * The decision of `calls` when their tracker is known to be denied and its re-check is not due: every
-   * policy rejected, exactly as the store would reply. `undefined` otherwise (ask the store). With no denied
-   * tracker known, this is one property read.
+   * The decision of `calls` when their tracker is denied: every policy rejected, as the store replied in 1.0
+   * (the deny's reason, retry after its end). `undefined` otherwise. While no deny is held, one property read.
    */
   answer(calls: readonly RateLimitCall[]): StoreDecision | undefined {
-    const known = this.known;
-    if (known === undefined || known.size === 0) return undefined;
+    const held = this.held;
+    if (held === undefined || held.size === 0) return undefined;
     const denyKey = calls[0]?.denyKey;
-    const entry = denyKey === undefined ? undefined : known.get(denyKey);
-    if (entry === undefined) return undefined;
-    const now = this.clock();
-    // recheckAt is never past until: an ended deny is asked about too.
-    if (now >= entry.recheckAt) return undefined;
-    return deniedDecision(calls.length, Math.ceil(entry.until - now), Math.floor(now + entry.offset), '');
+    const denial = denyKey === undefined ? undefined : held.get(denyKey);
+    if (denial === undefined) return undefined;
+    const now = this.clock() + this.offset;
+    if (denial.until <= now) {
+      held.delete(denyKey!);
+      return undefined;
+    }
+    return deniedDecision(calls.length, Math.ceil(denial.until - now), Math.floor(now), denial.note);
   }
 
   /**
-   * What the engine makes of the store's `result` for `calls`: a deny in it is learnt; an answer without one
-   * forgets a deny known for the tracker (it was lifted); a fallback's answer (the store did not answer) for
-   * a tracker known to be denied becomes a rejection.
+   * A fallback's answer (the store did not answer) for a tracker denied meanwhile becomes a rejection; any
+   * other answer passes.
    */
   review(calls: readonly RateLimitCall[], result: StoreDecision): StoreDecision {
-    const known = this.known;
-    const denyKey = calls[0]?.denyKey;
-    const first = result.verdicts[0];
-    if (known === undefined || denyKey === undefined || first === undefined) return result;
-    if (first.reason === Verdict.Denied) {
-      const entry = known.get(denyKey);
-      // A local answer, or a reply to a call sent before the deny was learnt, must not put the re-check off.
-      if (entry === undefined || this.clock() >= entry.recheckAt) this.learn(denyKey, first.retryAfterMs, result.nowMs);
-      return result;
-    }
-    const entry = known.size === 0 ? undefined : known.get(denyKey);
-    if (entry === undefined) return result;
-    const now = this.clock();
-    if (first.reason !== Verdict.StoreUnavailable || now >= entry.until) {
-      known.delete(denyKey);
-      return result;
-    }
-    return deniedDecision(calls.length, Math.ceil(entry.until - now), Math.floor(now + entry.offset), '');
+    if (result.verdicts[0]?.reason !== Verdict.StoreUnavailable) return result;
+    return this.answer(calls) ?? result;
   }
 
   /**
    * Denies the tracker whose deny key is `denyKey` until `until` (a duration from now, or a date on the
-   * store's clock), unless a deny in force ends later; `reason` is kept with it. This instance knows it at
-   * once (as the store has it after the call: a longer deny in force stays).
+   * store's clock), unless a deny in force ends later; `reason` is kept with it. Applied here at once.
    */
   async deny(denyKey: string, until: Duration | Date, reason: string | undefined): Promise<void> {
     const note = validReason(reason);
-    const ms = until instanceof Date ? await this.msUntil(denyKey, until) : denyLength(until);
-    await this.store.block([this.probe(denyKey, denyKey, ms, note)], ms);
-    await this.denied(denyKey);
+    if (this.held === undefined) {
+      const ms = until instanceof Date ? await this.msUntil(denyKey, until) : denyLength(until);
+      await this.store.block([this.probe(denyKey, denyKey, ms, note)], ms);
+      return;
+    }
+    const at = until instanceof Date ? dateOf(until) : undefined;
+    const lengthMs = at === undefined ? denyLength(until as Duration) : 0;
+    const channel = this.connected('deny');
+    const result = await channel.exclusive(async () => {
+      const written = await this.write({ op: 'deny', field: denyKey, lengthMs, untilMs: at ?? 0, reason: note }, 'deny');
+      if (written.status === 1) {
+        throw new RateLimitConfigError(
+          `deny: until: ${new Date(at!).toISOString()} is not in the future (the store's clock reads ${new Date(written.nowMs).toISOString()}).`,
+        );
+      }
+      if (written.status === 2) {
+        throw new RateLimitConfigError(
+          `deny: ${MAX_DENIES} trackers are denied already, the most kept (every instance holds them all); allow() some, or wait for some to end, before denying more.`,
+        );
+      }
+      this.offset = written.nowMs - this.clock();
+      this.hold(denyKey, written.a, written.b, written.nowMs);
+      this.caughtUp(written.seq);
+      return written;
+    });
+    // The 1.0 deny key, which 1.0 instances read during a rolling upgrade, with the deny now in force.
+    const ms = result.a - result.nowMs;
+    await this.store.block([this.probe(denyKey, denyKey, ms, result.b)], ms).catch((error: unknown) => {
+      throw storeFailed('deny', 'the deny is in force on 1.1 instances; 1.0 instances may not see it (call again)', error);
+    });
   }
 
-  /** Lifts the deny of `denyKey`'s tracker: at once here, within {@link DENY_RECHECK_MS} on other instances. */
+  /** Lifts the deny of `denyKey`'s tracker: at once here, within 1 s on the other instances. */
   async allow(denyKey: string): Promise<void> {
-    this.known?.delete(denyKey);
+    const held = this.held;
+    if (held === undefined) {
+      await this.store.delete([denyKey]);
+      return;
+    }
+    held.delete(denyKey);
+    const channel = this.connected('allow');
+    // The 1.0 key first: a carry-over running now then cannot bring the deny back.
     await this.store.delete([denyKey]);
-    // A reply that arrived while the delete was on its way may have taught the deny again.
-    this.known?.delete(denyKey);
+    await channel.exclusive(async () => {
+      const written = await this.write({ op: 'allow', field: denyKey }, 'allow');
+      held.delete(denyKey);
+      this.caughtUp(written.seq);
+    });
   }
 
-  /** The deny of `denyKey`'s tracker as the store has it now (one peek), or `undefined`; learnt here too. */
+  /** The deny of `denyKey`'s tracker as the store has it now (one read), or `undefined`. */
   async denied(denyKey: string): Promise<RateLimitDenial | undefined> {
+    if (this.held === undefined) return this.deniedInProcess(denyKey);
+    await this.connected('denied')
+      .refresh()
+      .catch((error: unknown) => {
+        throw new RateLimitStoreError(`denied: the rate-limit store did not answer; the deny list lives there.`, { cause: error });
+      });
+    const denial = this.held.get(denyKey);
+    if (denial === undefined || denial.until <= this.clock() + this.offset) return undefined;
+    const until = new Date(denial.until);
+    return denial.note === '' ? { until } : { until, reason: denial.note };
+  }
+
+  /**
+   * Applies a read of the channel (inside the channel's queue) made at `nowMs` on the store's clock: what
+   * changed, or every deny; then drops the denies that ended, and starts a carry-over of 1.0 keys when one is due.
+   */
+  apply(read: DenyRead, nowMs: number): void {
+    const held = this.held;
+    if (held === undefined) return;
+    this.offset = nowMs - this.clock();
+    const changes = read.changes;
+    if (changes !== undefined) {
+      if (changes.complete) {
+        held.clear();
+        this.nextEnd = Infinity;
+      }
+      for (const [field, value] of changes.entries) {
+        if (value === '') held.delete(field);
+        else {
+          const bar = value.indexOf('|');
+          this.hold(field, Number(bar < 0 ? value : value.slice(0, bar)), bar < 0 ? '' : value.slice(bar + 1), nowMs);
+        }
+      }
+    }
+    this.seq = read.seq;
+    if (nowMs >= this.nextEnd) this.sweep(nowMs);
+    this.carryOver?.due(read.carryOver);
+  }
+
+  /**
+   * Carries the denies 1.0 instances wrote over into the channel now, unless none is due (see {@link DenyCarryOver});
+   * true when it carried one (read the channel again to hold it).
+   */
+  carryOverNow(): Promise<boolean> {
+    return this.carryOver?.now() ?? Promise.resolve(false);
+  }
+
+  private hold(field: string, until: number, note: string, nowMs: number): void {
+    const held = this.held!;
+    if (!(until > nowMs)) {
+      held.delete(field);
+      return;
+    }
+    held.set(field, { until, note });
+    if (until < this.nextEnd) this.nextEnd = until;
+  }
+
+  /** Drops the denies that ended (each has been answered as ended already, if asked about). */
+  private sweep(nowMs: number): void {
+    let next = Infinity;
+    for (const [field, { until }] of this.held!) {
+      if (until <= nowMs) this.held!.delete(field);
+      else if (until < next) next = until;
+    }
+    this.nextEnd = next;
+  }
+
+  /** After this instance's write: when no other change came between, the held sequence number moves on. */
+  private caughtUp(seq: string): void {
+    if (this.seq !== undefined && Number(seq) === Number(this.seq) + 1) this.seq = seq;
+  }
+
+  private connected(what: string): DenyChannel {
+    if (this.channel === undefined || this.store.writeDenies === undefined) {
+      throw new RateLimitConfigError(`${what}: this rate-limit store keeps no deny list (the memory and Redis stores do).`);
+    }
+    return this.channel;
+  }
+
+  /** One write to the channel; a failure is a {@link RateLimitStoreError} saying the change may or may not have been made. */
+  private async write(write: DenyWrite, what = 'the carry-over of 1.0 deny keys'): Promise<DenyWriteResult> {
+    try {
+      return await this.store.writeDenies!(this.channel!.keys, write);
+    } catch (error) {
+      throw storeFailed(what, 'the change may or may not have been made (call again)', error);
+    }
+  }
+
+  /** The memory store's deny, as it has it now (one peek). */
+  private async deniedInProcess(denyKey: string): Promise<RateLimitDenial | undefined> {
     const { nowMs, verdicts } = await this.peek(denyKey, 'denied');
     const [verdict] = verdicts;
-    if (verdict.reason !== Verdict.Denied) {
-      this.known?.delete(denyKey);
-      return undefined;
-    }
-    this.learn(denyKey, verdict.retryAfterMs, nowMs);
+    if (verdict.reason !== Verdict.Denied) return undefined;
     const until = new Date(nowMs + verdict.retryAfterMs);
     return verdict.note === undefined ? { until } : { until, reason: verdict.note };
   }
 
-  private learn(denyKey: string, leftMs: number, storeNowMs: number): void {
-    const known = this.known;
-    if (known === undefined) return;
-    const now = this.clock();
-    if (known.size >= MAX_KNOWN && known.get(denyKey) === undefined) known.delete(known.oldest()!);
-    known.set(denyKey, { until: now + leftMs, recheckAt: now + Math.min(leftMs, DENY_RECHECK_MS), offset: storeNowMs - now });
-  }
-
   /** ms from the store's now until `date` (one peek: a date is on the store's clock, as every deny's end is). */
   private async msUntil(denyKey: string, date: Date): Promise<number> {
-    const at = date.getTime();
-    if (!Number.isFinite(at)) throw new RateLimitConfigError(`deny: until: ${String(date)} is not a valid date.`);
+    const at = dateOf(date);
     const { nowMs } = await this.peek(denyKey, 'deny');
     if (at <= nowMs) {
       throw new RateLimitConfigError(
@@ -176,7 +303,8 @@ export class RateLimitDenyList {
 
   /**
    * A call on the deny key alone: `block` writes its `blockKey` (the deny key) with `token` as its note;
-   * a peek reads the deny key first and, when no deny is in force, checks a counter that is never written.
+   * on the memory store, a peek reads the deny key first and, when no deny is in force, checks a counter that
+   * is never written.
    */
   private probe(denyKey: string, blockKey: string, ms: number, note: string): RateLimitCall {
     return {
@@ -192,27 +320,4 @@ export class RateLimitDenyList {
       denyKey,
     };
   }
-}
-
-/** A deny's duration in ms: a positive duration of at most 100 years. */
-function denyLength(until: Duration): number {
-  return bounded(parseDuration(until, 'deny: until'), `until: ${describeValue(until)}`);
-}
-
-function bounded(ms: number, what: string): number {
-  if (ms > MAX_LOCKOUT_MS) {
-    throw new RateLimitConfigError(`deny: ${what} is more than 100 years away; deny for at most ${MAX_LOCKOUT_MS} ms.`);
-  }
-  return Math.ceil(ms);
-}
-
-/** A deny's reason: a string of at most 256 characters with no lone surrogate, or '' for none. */
-function validReason(reason: string | undefined): string {
-  if (reason === undefined) return '';
-  const fail = (message: string) => new RateLimitConfigError(`deny: reason: ${message}`);
-  if (typeof reason !== 'string') throw fail(`${describeValue(reason)} must be a string.`);
-  if (reason.length > MAX_REASON_LENGTH) throw fail(`${reason.length} characters; at most ${MAX_REASON_LENGTH} are kept.`);
-  if (LONE_SURROGATE.test(reason))
-    throw fail(`${JSON.stringify(reason)} has half of a UTF-16 surrogate pair alone, which Redis cannot store.`);
-  return reason;
 }

@@ -8,6 +8,7 @@ import { IntervalWarning } from '../shared/interval-warning';
 import { StoreLayer } from './store-layer';
 import { entryOf, OverrideCopy } from './override-copy';
 import { MemoryStore } from '../stores/memory/memory.store';
+import type { RateLimitDenyList } from './deny-list';
 import type { InstanceHeartbeat, OverrideKeys, OverrideWrite, OverrideWriteResult, RateLimitStore } from '../stores/store.interface';
 
 // The trackers' remembered matches live with the copy they are matched against; routes and services import them from here.
@@ -50,8 +51,11 @@ export interface RateLimitOverridesOptions {
  */
 export class RateLimitOverrides extends OverrideCopy {
   private readonly keys: OverrideKeys;
-  /** What each read records of this instance: a random id, live for {@link INSTANCE_LIVE_MS} after the read. */
-  private readonly heartbeat: InstanceHeartbeat = { id: randomBytes(9).toString('base64url'), liveMs: INSTANCE_LIVE_MS };
+  /**
+   * What each read records of this instance: a random id, live for {@link INSTANCE_LIVE_MS} after the read. The
+   * `/` tells it from a 1.0 instance's id (base64url alone), which the carry-over of 1.0 deny keys looks for.
+   */
+  private readonly heartbeat: InstanceHeartbeat = { id: `${randomBytes(9).toString('base64url')}/1`, liveMs: INSTANCE_LIVE_MS };
   private readonly unreadable = new IntervalWarning('RateLimitOverrides');
   /** The store's version of the set this copy matches; `undefined` until the first read. */
   private version: string | undefined;
@@ -60,18 +64,30 @@ export class RateLimitOverrides extends OverrideCopy {
   private queue: Promise<unknown> = Promise.resolve();
   private busy = 0;
 
+  /**
+   * @param denies the deny list, whose channel the same poll reads on a remote store (every key in the
+   *   overrides' hash tag, `<prefix>:{overrides}:denies…`)
+   */
   constructor(
     private readonly store: RateLimitStore,
     private readonly options: RateLimitOverridesOptions = {},
+    private readonly denies?: RateLimitDenyList,
   ) {
     super(store instanceof MemoryStore ? () => store.now() : () => performance.now(), options);
     const prefix = options.prefix ?? 'rl';
-    this.keys = {
-      overrides: `${prefix}:{overrides}`,
-      version: `${prefix}:{overrides}:v`,
-      expiries: `${prefix}:{overrides}:until`,
-      instances: `${prefix}:{overrides}:instances`,
-    };
+    const tag = `${prefix}:{overrides}`;
+    this.keys = { overrides: tag, version: `${tag}:v`, expiries: `${tag}:until`, instances: `${tag}:instances` };
+    if (denies !== undefined && !store.inProcess) {
+      this.keys.denies = {
+        seq: `${tag}:denies:seq`,
+        denies: `${tag}:denies`,
+        log: `${tag}:denies:log`,
+        ends: `${tag}:denies:until`,
+        carryOver: `${tag}:denies:carry-over`,
+      };
+      const exclusive = <T>(work: () => Promise<T>) => this.exclusive(work);
+      denies.connect({ keys: this.keys, exclusive, refresh: () => this.refresh(), liveMs: INSTANCE_LIVE_MS }, prefix);
+    }
   }
 
   /**
@@ -80,7 +96,12 @@ export class RateLimitOverrides extends OverrideCopy {
    * the load goes on in the background, and startup has already waited for the connection once.
    */
   async start(connected = true): Promise<void> {
-    const loaded = this.exclusive(() => this.read(true)).catch((error: unknown) => this.warnUnreadable(error));
+    const loaded = this.exclusive(() => this.read(true))
+      // The denies 1.0 instances wrote, carried over before this instance serves when it is the first 1.1 one.
+      .then(async () => {
+        if (this.keys.denies !== undefined && (await this.denies!.carryOverNow())) await this.refresh();
+      })
+      .catch((error: unknown) => this.warnUnreadable(error));
     // A client that queues commands while disconnected (an ioredis client of yours, by default) would hold the
     // app's startup as long as Redis is away: the load is waited for a while, then goes on in the background.
     if (connected) {
@@ -153,14 +174,23 @@ export class RateLimitOverrides extends OverrideCopy {
   /** One poll: skipped while a read or write is on its way (a hung store is asked again once it answers). */
   private poll(): void {
     if (this.busy > 0) return;
-    this.exclusive(() => this.read(false)).catch((error: unknown) => this.warnUnreadable(error));
+    this.refresh().catch((error: unknown) => this.warnUnreadable(error));
   }
 
-  /** Reads the set when its version moved and applies it; then drops the overrides that ended meanwhile. */
+  /** Reads what changed now (the overrides and, on a remote store, the denies), after the reads and writes queued. */
+  refresh(): Promise<void> {
+    return this.exclusive(() => this.read(false));
+  }
+
+  /**
+   * Reads the set when its version moved and applies it; then drops the overrides that ended meanwhile. The
+   * deny list gets what changed of its denies from the same call.
+   */
   private async read(initial: boolean): Promise<void> {
-    const read = await this.store.readOverrides!(this.keys, this.version, this.heartbeat);
+    const read = await this.store.readOverrides!(this.keys, this.version, this.heartbeat, this.denies?.known);
     if (read.entries !== undefined) this.replace(read, initial);
     this.version = read.version;
+    if (read.denies !== undefined) this.denies!.apply(read.denies, read.nowMs);
     this.sweep();
   }
 

@@ -56,7 +56,7 @@ export interface EngineDecision {
 
 /** The engine's share of the module options. */
 export type RateLimitEngineOptions = Pick<RateLimitModuleOptions, 'mode' | 'onStoreError' | 'hooks' | 'nearLimitRatio' | 'prefix'> & {
-  /** Local time in ms for the deny list's cache (see {@link RateLimitDenyList}); monotonic by default. */
+  /** Local time in ms for the deny list's ends (see {@link RateLimitDenyList}); monotonic by default. */
   clock?: () => number;
 };
 
@@ -92,7 +92,7 @@ export class RateLimitEngine {
    */
   private readonly keys = new StringMemo(newTrackerKeys, undefined, OWN_KEYS);
 
-  /** Denied trackers: kept in the store, and remembered here in front of a remote one. */
+  /** Denied trackers: kept in the store, and every one in force held here in front of a remote one. */
   readonly denials: RateLimitDenyList;
   /** Runtime overrides of policies' numbers: kept in the store, applied here from a copy (see {@link RateLimitOverrides}). */
   readonly overrides: RateLimitOverrides;
@@ -102,7 +102,7 @@ export class RateLimitEngine {
     private readonly options: RateLimitEngineOptions = {},
   ) {
     this.denials = new RateLimitDenyList(store, options.clock);
-    this.overrides = new RateLimitOverrides(store, options);
+    this.overrides = new RateLimitOverrides(store, options, this.denials);
   }
 
   /**

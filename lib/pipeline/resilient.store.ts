@@ -179,8 +179,13 @@ export class ResilientStore extends StoreLayer {
    * back (the heartbeat's) is kept, and divides each limit while the store is away unless `insuranceShare` is set.
    * An outage keeps the count of the last read that answered: the instances live just before it.
    */
-  override async readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {
-    const read = await super.readOverrides(keys, knownVersion, heartbeat);
+  override async readOverrides(
+    keys: OverrideKeys,
+    knownVersion: string | undefined,
+    heartbeat?: InstanceHeartbeat,
+    knownDenies?: string,
+  ): Promise<OverrideRead> {
+    const read = await super.readOverrides(keys, knownVersion, heartbeat, knownDenies);
     this.fallbacks.countLive(read.liveInstances);
     return read;
   }

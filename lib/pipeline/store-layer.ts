@@ -104,8 +104,21 @@ export abstract class StoreLayer implements RateLimitStore {
     return this.inner.writeOverride ? this.inner.writeOverride(keys, write) : Promise.reject(noOverrides());
   }
 
-  readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {
-    return this.inner.readOverrides ? this.inner.readOverrides(keys, knownVersion, heartbeat) : Promise.reject(noOverrides());
+  readOverrides(
+    keys: OverrideKeys,
+    knownVersion: string | undefined,
+    heartbeat?: InstanceHeartbeat,
+    knownDenies?: string,
+  ): Promise<OverrideRead> {
+    return this.inner.readOverrides ? this.inner.readOverrides(keys, knownVersion, heartbeat, knownDenies) : Promise.reject(noOverrides());
+  }
+
+  get writeDenies(): RateLimitStore['writeDenies'] {
+    return this.inner.writeDenies?.bind(this.inner);
+  }
+
+  get scanDenyKeys(): RateLimitStore['scanDenyKeys'] {
+    return this.inner.scanDenyKeys?.bind(this.inner);
   }
 }
 

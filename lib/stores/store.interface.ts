@@ -107,6 +107,55 @@ export interface OverrideKeys {
   version: string;
   expiries: string;
   instances: string;
+  /** The deny list's channel, read in the same poll; absent: the poll reads the overrides alone. */
+  denies?: DenyKeys;
+}
+
+/**
+ * The keys of the deny list's channel, in the overrides' hash tag (one Cluster slot): the sequence number every
+ * change moves on, the denies in force (a hash of the tracker's 1.0 deny key to `<until>[|<reason>]`), the log
+ * of changes (a sorted set of those fields by the sequence number of their last change), each deny's end (a
+ * sorted set by `until`, store ms), and the marker of the carry-over of 1.0 deny keys (see denies-write.lua).
+ */
+export interface DenyKeys {
+  seq: string;
+  denies: string;
+  log: string;
+  ends: string;
+  carryOver: string;
+}
+
+/** What a read of the deny channel found: its sequence number, the carry-over's marker, and what changed. */
+export interface DenyRead {
+  /** The sequence number of the last change ('0' when none). */
+  seq: string;
+  /** The carry-over's marker: '' when one is due, 'done', or another value while none is due. */
+  carryOver: string;
+  /**
+   * `[field, value]` of every deny in force (`complete`), or of every tracker changed since the known sequence
+   * number (a value '' is a deny lifted); some may have ended. Absent when nothing changed.
+   */
+  changes?: { complete: boolean; entries: Array<[string, string]> };
+}
+
+/** One write to the deny channel (see denies-write.lua's header for each operation's values). */
+export type DenyWrite =
+  | { op: 'deny'; field: string; lengthMs: number; untilMs: number; reason: string }
+  | { op: 'allow'; field: string }
+  | { op: 'import'; since: string; entries: ReadonlyArray<readonly [string, string]> }
+  | { op: 'import-begin'; everyMs: number; liveMs: number }
+  | { op: 'import-end'; done: boolean };
+
+/** What a write to the deny channel did: the sequence number after it, the store's clock, a status and two values. */
+export interface DenyWriteResult {
+  seq: string;
+  nowMs: number;
+  /** 0 done; for `deny`, 1 `until` not after now and 2 refused (full); for `import-begin`, 1 done already and 2 not due. */
+  status: number;
+  /** `deny`: the end in force; `import`: denies carried over; `import-begin`: 1.0 instances live. */
+  a: number;
+  /** `deny`: the reason in force (''); `import`: denies refused (full). */
+  b: string;
 }
 
 /** The instance a read of the overrides comes from, recorded as live by that read (its heartbeat). */
@@ -148,6 +197,8 @@ export interface OverrideRead {
    * read carried no heartbeat, or the store is in-process (one instance).
    */
   liveInstances?: number;
+  /** The deny channel as read in the same call, when the keys named it (a remote store). */
+  denies?: DenyRead;
 }
 
 /** `consume` charges when every policy allows; `peek` never charges. */
@@ -222,5 +273,21 @@ export interface RateLimitStore {
    * The overrides' version and the store's clock, with every override when the version is not `knownVersion`;
    * with a `heartbeat`, in the same round trip, records that instance as live and counts the live instances.
    */
-  readOverrides?(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead>;
+  readOverrides?(
+    keys: OverrideKeys,
+    knownVersion: string | undefined,
+    heartbeat?: InstanceHeartbeat,
+    knownDenies?: string,
+  ): Promise<OverrideRead>;
+  /**
+   * One write to the deny channel (`keys.denies`), atomic; with the same read, what a remote store's instances
+   * share of the deny list. Absent: the store answers denies itself (the memory store).
+   */
+  writeDenies?(keys: OverrideKeys, write: DenyWrite): Promise<DenyWriteResult>;
+  /**
+   * Every 1.0 deny key (`<prefix>:{<tracker>}:deny`) on every master, as `[key, value]` batches handed to
+   * `each` in turn; false when the client cannot reach every master on its own (a Cluster client without a
+   * slot map, such as GLIDE's, or node-redis's).
+   */
+  scanDenyKeys?(prefix: string, each: (entries: Array<[string, string]>) => Promise<void>): Promise<boolean>;
 }

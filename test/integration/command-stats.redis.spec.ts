@@ -166,8 +166,8 @@ describe('each decision is exactly one EVALSHA', () => {
     const written: number[] = [];
     const send = client.sendCommand.bind(client);
     const spy = jest.spyOn(client, 'sendCommand').mockImplementation((command, stream) => {
-      // The key count follows the SHA: three keys per single-policy decision (state, lockout, deny).
-      written.push(Number(command.args[1]) / 3);
+      // The key count follows the SHA: two keys per single-policy decision (state, lockout; no deny key).
+      written.push(Number(command.args[1]) / 2);
       return send(command, stream);
     });
     try {
@@ -193,8 +193,8 @@ describe('each decision is exactly one EVALSHA', () => {
     const written: number[] = [];
     const send = client.sendCommand.bind(client);
     const spy = jest.spyOn(client, 'sendCommand').mockImplementation((command, stream) => {
-      // An 8-policy decision has 17 keys (state and lockout per policy, and the deny key).
-      written.push(Number(command.args[1]) / 17);
+      // An 8-policy decision has 16 keys (state and lockout per policy; no deny key).
+      written.push(Number(command.args[1]) / 16);
       return send(command, stream);
     });
     try {
@@ -217,7 +217,7 @@ describe('each decision is exactly one EVALSHA', () => {
       const pending = service.consume(single('token-bucket'), 'lone');
       // Queued after the store's own end-of-turn flush: runs right after it, before any later turn.
       await new Promise<void>((resolve) => setImmediate(resolve));
-      expect(written).toEqual([{ name: 'evalsha', keys: 3 }]);
+      expect(written).toEqual([{ name: 'evalsha', keys: 2 }]);
       expect((await pending).remaining).toBe(2);
     } finally {
       spy.mockRestore();

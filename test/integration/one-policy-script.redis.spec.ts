@@ -54,7 +54,8 @@ describe('the one-policy call encoding', () => {
     ['no token', call(concurrency, 't', 1), 'p', ['1 3 ea60 p']],
   ])('%s', (_, c, mode, expected) => {
     const { keys, args } = onePolicyCall(c, mode);
-    expect(keys).toEqual([c.stateKey, c.blockKey, c.denyKey]);
+    // No deny key: each instance answers a denied tracker before any script (the deny list).
+    expect(keys).toEqual([c.stateKey, c.blockKey]);
     expect(args).toEqual(expected);
   });
 
@@ -64,9 +65,6 @@ describe('the one-policy call encoding', () => {
     ['limited', [Verdict.Limited, 0, 1000, 400, 0, 1000], [Verdict.Limited, 0, 1000, 1000, 400]],
     ['cost above capacity', [Verdict.CostExceedsCapacity, 3, 0, -1, 0, 0], [Verdict.CostExceedsCapacity, 3, 0, 0, -1]],
     ['blocked', [Verdict.Blocked, 0, 500, 500, 0, 500], [Verdict.Blocked, 0, 500, 500, 500]],
-    ['denied with a reason', [Verdict.Denied, 0, 900, 900, 'abuse', 900], [Verdict.Denied, 0, 900, 900, 900, 'abuse']],
-    ['denied with the reason "0"', [Verdict.Denied, 0, 900, 900, '0', 900], [Verdict.Denied, 0, 900, 900, 900, '0']],
-    ['denied without a reason', [Verdict.Denied, 0, 900, 900, 0, 900], [Verdict.Denied, 0, 900, 900, 900]],
   ])('parseOnePolicyReply reads %s as parseDecision reads decide.lua', (_, general, lone) => {
     const now = 1_795_000_000_123;
     expect(parseOnePolicyReply([now, ...lone])).toEqual(parseDecision([now, ...general] as number[], 1, 1));
@@ -146,13 +144,14 @@ describe('on redis-server, the one-policy script decides as decide.lua does', ()
       expect(seen).toEqual(new Set([Verdict.Allowed, Verdict.Limited, Verdict.Blocked, Verdict.CostExceedsCapacity]));
       break;
     }
-    // A deny with a reason, then without one, set on both trackers.
+    // A 1.0 deny key, with a reason and without, set on both trackers: neither script reads it (the deny list
+    // answers denies before any script runs).
     for (const value of [`${Date.now() + 600_000}|no more`, `${Date.now() + 600_000}`]) {
       await client.set(`lone:{l-${algorithm.name}}:d`, value);
       await client.set(`lone:{g-${algorithm.name}}:d`, value);
       const [a, b] = await both(...twins(1), 'p');
       expect(a).toEqual(b);
-      expect(a.verdicts[0].reason).toBe(Verdict.Denied);
+      expect(a.verdicts[0].reason).not.toBe(Verdict.Denied);
     }
   });
 });

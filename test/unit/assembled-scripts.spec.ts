@@ -1,11 +1,14 @@
 /**
  * docs/scripts/ holds every script the Redis store sends, as Redis receives it (scripts/assemble-scripts.ts):
- * each file equals what the store composes now, and no file is left over from a script it no longer sends.
+ * each file equals what the store composes now, and no file is left over from a script it no longer sends. No
+ * decision script reads a deny key (each instance holds the denies in force: lib/pipeline/deny-list.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
+import { DecideCall, decisionKeyCount, onePolicyCall } from '../../lib/stores/redis/redis-codec';
 import { assembledScripts } from '../../lib/stores/redis/redis-scripts';
+import type { RateLimitCall } from '../../lib/stores/store.interface';
 
 const DIR = join(__dirname, '..', '..', 'docs', 'scripts');
 const scripts = assembledScripts(new RateLimitAlgorithmRegistry().all());
@@ -21,4 +24,40 @@ test('one file per script: one-policy and decide per algorithm, decide with all 
 
 test.each([...scripts.keys()])('docs/scripts/%s is up to date (npm run assemble-scripts)', (name) => {
   expect(readFileSync(join(DIR, name), 'utf8')).toBe(scripts.get(name));
+});
+
+/** A script's code without its comments (the `--[[ … ]]` header and `-- …` lines). */
+function code(lua: string): string {
+  return lua.replace(/--\[\[[\s\S]*?\]\]/g, '').replace(/--.*$/gm, '');
+}
+
+test.each([...scripts.keys()])('%s reads no deny key: its code names none and replies no deny (the deny list answers them)', (name) => {
+  const lua = code(readFileSync(join(DIR, name), 'utf8'));
+  // The verdict codes' prelude declares VERDICT_DENIED (it is TypeScript's too); nothing else may name a deny.
+  const lines = lua.split('\n').filter((line) => /deny|denied|denial|dkey/i.test(line));
+  expect(lines).toEqual(['local VERDICT_DENIED = 5']);
+});
+
+test('a decision sends two keys per policy, its state and its lockout: no deny key', () => {
+  const algorithm = new RateLimitAlgorithmRegistry().get('fixed-window');
+  const call: RateLimitCall = {
+    algorithm,
+    params: { limit: 5, windowMs: 60_000, burst: 5 },
+    cost: 1,
+    blockForMs: 0,
+    stateKey: 'rl:{t}:s',
+    blockKey: 'rl:{t}:b',
+    denyKey: 'rl:{t}:deny',
+    token: '',
+    fallback: 'insurance',
+    refundable: false,
+  };
+  expect(decisionKeyCount(1)).toBe(2);
+  expect(onePolicyCall(call, 'c').keys).toEqual(['rl:{t}:s', 'rl:{t}:b']);
+  expect(new DecideCall().add([call, { ...call, stateKey: 'rl:{t}:s2', blockKey: 'rl:{t}:b2' }], 'c').keys).toEqual([
+    'rl:{t}:s',
+    'rl:{t}:b',
+    'rl:{t}:s2',
+    'rl:{t}:b2',
+  ]);
 });

@@ -13,9 +13,12 @@ export const MODE_CODE = { consume: 'c', peek: 'p' } as const;
 export const REPLY_PER_CALL = 6;
 export const KEYS_PER_CALL = 2;
 
-/** Keys of one decision of `policies` policies: theirs, then the tracker's deny key. */
+/**
+ * Keys of one decision of `policies` policies: each one's state and lockout key. No deny key: a denied tracker
+ * is answered before any script runs (lib/pipeline/deny-list.ts holds every deny in force).
+ */
 export function decisionKeyCount(policies: number): number {
-  return policies * KEYS_PER_CALL + 1;
+  return policies * KEYS_PER_CALL;
 }
 
 /** A decision script and its SHA-1 (the name `EVALSHA` calls it by). */
@@ -33,9 +36,9 @@ const MODE_NUMBER: Readonly<Record<string, number>> = { c: 1, p: 2, r: 3, b: 4, 
 
 /**
  * The keys and the one argument of a decide.lua call, written decision after decision in the layout its header
- * gives (the one place it is written down): keys per policy (state, lockout), then the deny key; one JSON array
- * of the call's distinct policy shapes (algorithm id, cost (units), limit, window (ms), burst, blockFor (ms),
- * and the hold (units) only when there is one), then, per decision, its mode and its number of policies, and per policy its shape's index and its token (0
+ * gives (the one place it is written down): keys per policy (state, lockout); one JSON array of the call's
+ * distinct policy shapes (algorithm id, cost (units), limit, window (ms), burst, blockFor (ms), and the hold
+ * (units) only when there is one), then, per decision, its mode and its number of policies, and per policy its shape's index and its token (0
  * for none). Numbers are whole, so they print exactly. A calendar window's window is its four period starts,
  * and an escalating lockout's blockFor `[first ms, factor, max ms, forgiveAfter ms]`: nested arrays.
  */
@@ -64,7 +67,6 @@ export class DecideCall {
       }
       json += `,${index},${token === '' ? 0 : JSON.stringify(token)}`;
     }
-    this.keys.push(denyKeyOf(calls[0]));
     this.json += json;
     return this;
   }
@@ -107,7 +109,7 @@ export function onePolicyCall(call: RateLimitCall, mode: string): { keys: string
   const packed = `${hold ? `${units}+${hold.toString(16)}` : units} ${params.limit.toString(16)} ${params.windowMs.toString(16)} ${blockFor}`;
   const args = [algorithm.usesBurst ? `${packed} ${params.burst.toString(16)}` : token === '' ? packed : `${packed} ${token}`];
   if (readsClockLazily(algorithm) && needsClock(call, mode)) args.push('t');
-  return { keys: [call.stateKey, call.blockKey, denyKeyOf(call)], args };
+  return { keys: [call.stateKey, call.blockKey], args };
 }
 
 /**
@@ -120,15 +122,9 @@ function needsClock(call: RateLimitCall, mode: string): boolean {
   return mode === 'p' || call.refundable || (call.slice ?? 0) > 0 || call.params.windowMs < LAZY_CLOCK_MIN_WINDOW_MS;
 }
 
-/** A call with no deny list (a lease's renewal) reads a key nothing writes, in the same hash tag. */
-function denyKeyOf(call: RateLimitCall): string {
-  return call.denyKey ?? `${call.blockKey}:none`;
-}
-
 /**
  * One decision of a script reply: six integers per policy from `offset` (see algorithms/decide.lua's header):
- * status (a {@link Verdict} code), remaining, reset, retry after, delay and more; a denied decision has its
- * reason, a string, in place of each delay.
+ * status (a {@link Verdict} code), remaining, reset, retry after, delay and more.
  */
 export function parseDecision(reply: readonly number[], offset: number, policies: number): StoreDecision {
   const verdicts: StoreVerdict[] = [];
@@ -138,7 +134,7 @@ export function parseDecision(reply: readonly number[], offset: number, policies
     // The status is a Verdict code as the script wrote it (VERDICT_* in the scripts): read as it is.
     const status = reply[b] as Verdict;
     if (status !== Verdict.Allowed) allowed = false;
-    const verdict: StoreVerdict = {
+    verdicts.push({
       allowed: status === Verdict.Allowed,
       remaining: reply[b + 1],
       resetMs: reply[b + 2],
@@ -146,21 +142,14 @@ export function parseDecision(reply: readonly number[], offset: number, policies
       delayMs: reply[b + 4],
       moreQuotaMs: reply[b + 5],
       reason: status,
-    };
-    if (status === Verdict.Denied) {
-      const note = verdict.delayMs as unknown;
-      verdict.delayMs = 0;
-      if (typeof note === 'string') verdict.note = note;
-    }
-    verdicts.push(verdict);
+    });
   }
   return { nowMs: reply[0], allowed, verdicts };
 }
 
 /**
  * The reply of a one-policy decision (algorithms/one-policy.lua): now, status, remaining, reset, more, then retry after and
- * delay (a deny's reason in its place) when the script did not leave them out as 0. The same decision
- * {@link parseDecision} reads from decide.lua's reply.
+ * delay when the script did not leave them out as 0. The same decision {@link parseDecision} reads from decide.lua's reply.
  */
 export function parseOnePolicyReply(reply: ReadonlyArray<number | string>): StoreDecision {
   const status = reply[1] as Verdict;
@@ -169,13 +158,10 @@ export function parseOnePolicyReply(reply: ReadonlyArray<number | string>): Stor
     remaining: reply[2] as number,
     resetMs: reply[3] as number,
     retryAfterMs: (reply[5] as number | undefined) ?? 0,
-    delayMs: 0,
+    delayMs: (reply[6] as number | undefined) ?? 0,
     moreQuotaMs: reply[4] as number,
     reason: status,
   };
-  const delay = reply[6];
-  if (status !== Verdict.Denied) verdict.delayMs = (delay as number | undefined) ?? 0;
-  else if (typeof delay === 'string') verdict.note = delay;
   return { nowMs: reply[0] as number, allowed: verdict.allowed, verdicts: [verdict] };
 }
 
@@ -213,15 +199,6 @@ export async function explainForeignData(
         );
       }
     }
-  }
-  const denyKey = calls[0]?.denyKey;
-  const type = denyKey === undefined ? 'none' : await typeOf(denyKey);
-  if (type !== 'none' && type !== 'string') {
-    return new RateLimitStoreError(
-      `Redis key "${denyKey}" holds a ${type}, but the deny list keeps a string there: another application writes ` +
-        `under this prefix. Give the rate limiter its own 'prefix' or delete the key.`,
-      { cause, outage: false },
-    );
   }
   return cause;
 }

@@ -6,8 +6,11 @@ import { hashSlot } from './cluster-slot';
 import { luaScript, MODE_CODE, parseDecision } from './redis-codec';
 import { ScriptDispatcher } from './script-dispatcher';
 import { OUTAGE_REPLY } from './script-replies';
+import { DENY_CHANNEL_KEEP_MS, MAX_DENIES, MAX_DENY_LOG } from '../deny-bounds';
 import type {
   DecisionMode,
+  DenyWrite,
+  DenyWriteResult,
   InstanceHeartbeat,
   OverrideKeys,
   OverrideRead,
@@ -28,6 +31,14 @@ export { MAX_BATCH } from './script-dispatcher';
 const WRITE_OVERRIDE = luaScript(readFileSync(join(__dirname, '..', '..', 'algorithms', 'overrides-write.lua'), 'utf8'));
 const READ_OVERRIDES = luaScript(readFileSync(join(__dirname, '..', '..', 'algorithms', 'overrides-read.lua'), 'utf8'));
 const WRITE_STATUS: ReadonlyArray<OverrideWriteResult['status']> = ['ok', 'past', 'full'];
+/** The deny channel's write and the carry-over's scan (see their headers), read once. */
+const WRITE_DENIES = luaScript(readFileSync(join(__dirname, '..', '..', 'algorithms', 'denies-write.lua'), 'utf8'));
+const SCAN_LUA = readFileSync(join(__dirname, '..', '..', 'algorithms', 'denies-scan.lua'), 'utf8');
+const SCAN_DENIES = luaScript(SCAN_LUA);
+/** On a Cluster master: the keys SCAN finds are in many slots, all its own. */
+const SCAN_DENIES_ON_NODE = luaScript(`#!lua flags=allow-cross-slot-keys\n${SCAN_LUA}`);
+/** Keys a step of the carry-over's SCAN looks at. */
+const SCAN_COUNT = '1000';
 
 /**
  * The Redis store: every decision is one `EVALSHA` of a decision script (after `SCRIPT FLUSH`, a restart, a
@@ -112,21 +123,81 @@ export class RedisStore implements RateLimitStore {
    * Runs overrides-read.lua: the version and `TIME`, the instance's heartbeat and the count of live instances,
    * and the whole hash only when the version moved.
    */
-  async readOverrides(keys: OverrideKeys, knownVersion: string | undefined, heartbeat?: InstanceHeartbeat): Promise<OverrideRead> {
+  async readOverrides(
+    keys: OverrideKeys,
+    knownVersion: string | undefined,
+    heartbeat?: InstanceHeartbeat,
+    knownDenies?: string,
+  ): Promise<OverrideRead> {
+    const d = keys.denies;
     const reply = (await this.transport.evalScript(
       READ_OVERRIDES,
-      [keys.overrides, keys.version, keys.instances],
-      [knownVersion ?? '', heartbeat?.id ?? '', String(heartbeat?.liveMs ?? 0)],
-    )) as ReadonlyArray<number | string | ReadonlyArray<string>>;
+      // Without a deny channel ('-'), its keys stand in for the unused deny keys: nothing reads them but the MGET.
+      [
+        keys.overrides,
+        keys.version,
+        keys.instances,
+        d?.seq ?? keys.version,
+        d?.denies ?? keys.overrides,
+        d?.log ?? keys.instances,
+        d?.carryOver ?? keys.version,
+      ],
+      [knownVersion ?? '', heartbeat?.id ?? '', String(heartbeat?.liveMs ?? 0), d === undefined ? '-' : (knownDenies ?? '')],
+    )) as ReadonlyArray<number | string | ReadonlyArray<unknown>>;
     const read: OverrideRead = { version: String(reply[0]), nowMs: Number(reply[1]) };
     if (heartbeat !== undefined) read.liveInstances = Number(reply[2]);
-    const flat = reply[3];
-    if (Array.isArray(flat)) {
-      const entries: Array<[string, string]> = [];
-      for (let i = 0; i + 1 < flat.length; i += 2) entries.push([String(flat[i]), String(flat[i + 1])]);
-      read.entries = entries;
+    if (Array.isArray(reply[3])) read.entries = pairs(reply[3] as readonly unknown[]);
+    if (d !== undefined) {
+      read.denies = { seq: String(reply[4]), carryOver: String(reply[5]) };
+      const changes = reply[6];
+      if (Array.isArray(changes)) read.denies.changes = { complete: changes[0] === 1, entries: pairs(changes[1] as readonly unknown[]) };
     }
     return read;
+  }
+
+  /** Runs denies-write.lua: one call to the master of the overrides' slot. */
+  async writeDenies(keys: OverrideKeys, write: DenyWrite): Promise<DenyWriteResult> {
+    const d = keys.denies!;
+    const args = [write.op, String(MAX_DENIES), String(MAX_DENY_LOG), String(DENY_CHANNEL_KEEP_MS)];
+    if (write.op === 'deny') args.push(write.field, String(write.lengthMs), String(write.untilMs), write.reason);
+    else if (write.op === 'allow') args.push(write.field);
+    else if (write.op === 'import') args.push(write.since, ...write.entries.flat());
+    else if (write.op === 'import-begin') args.push(String(write.everyMs), String(write.liveMs));
+    else args.push(write.done ? 'done' : '');
+    const reply = (await this.transport.evalScript(
+      WRITE_DENIES,
+      [d.seq, d.denies, d.log, d.ends, d.carryOver, keys.instances],
+      args,
+    )) as ReadonlyArray<number | string>;
+    return { seq: String(reply[0]), nowMs: Number(reply[1]), status: Number(reply[2]), a: Number(reply[3]), b: String(reply[4] ?? '') };
+  }
+
+  /**
+   * SCANs every master for 1.0 deny keys (`<prefix>:{<tracker>}:deny`), each step one call of denies-scan.lua
+   * (on a Cluster, on the master's own connection), and hands each step's keys and values to `each`, without
+   * the client's `keyPrefix`. False when a Cluster client cannot reach each master on its own.
+   */
+  async scanDenyKeys(prefix: string, each: (entries: Array<[string, string]>) => Promise<void>): Promise<boolean> {
+    const { transport } = this;
+    const nodes: ReadonlyArray<string | undefined> | undefined = transport.isCluster ? transport.masters?.() : [undefined];
+    if (nodes === undefined) return false;
+    const keyPrefix = transport.keyPrefix;
+    const pattern = `${globEscaped(keyPrefix + prefix)}:{*}:deny`;
+    const ours = new RegExp(`^${regExpEscaped(prefix)}:\\{[^{}]*\\}:deny$`);
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const args = [cursor, pattern, SCAN_COUNT];
+        const sent =
+          node === undefined ? transport.evalScript(SCAN_DENIES, [], args) : transport.evalOnNode?.(node, SCAN_DENIES_ON_NODE, args);
+        if (sent === undefined) return false;
+        const reply = (await sent) as [string, unknown[]];
+        cursor = String(reply[0]);
+        const found = pairs(reply[1]).map(([key, value]): [string, string] => [key.slice(keyPrefix.length), value]);
+        await each(found.filter(([key]) => ours.test(key)));
+      } while (cursor !== '0');
+    }
+    return true;
   }
 
   /** Redis `PING` (one node of a cluster). */
@@ -184,4 +255,20 @@ export class RedisStore implements RateLimitStore {
   close(): Promise<void> {
     return this.transport.close(this.owned);
   }
+}
+
+/** `[a, b, c, d]` as `[[a, b], [c, d]]`, each a string. */
+function pairs(flat: readonly unknown[]): Array<[string, string]> {
+  const entries: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) entries.push([String(flat[i]), String(flat[i + 1])]);
+  return entries;
+}
+
+/** `text` matching itself in a SCAN MATCH pattern. */
+function globEscaped(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+function regExpEscaped(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

@@ -60,6 +60,11 @@ export class IoredisTransport implements RedisScriptTransport {
     return master && this.evalWith(master, script, [], args);
   }
 
+  masters(): string[] {
+    if (!this.client.isCluster) return [];
+    return (this.client as Cluster).nodes('master').map(({ options }) => `${options.host}:${options.port}`);
+  }
+
   private evalWith(client: Redis, { lua, sha }: LuaScript, keys: string[], args: string[]): Promise<unknown> {
     const send = (name: 'evalsha' | 'eval', script: string): Promise<unknown> => {
       const command = new this.Command(name, [script, keys.length, keys, args], {

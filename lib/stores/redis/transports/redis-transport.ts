@@ -49,6 +49,11 @@ export interface RedisScriptTransport {
    * (no such connection, or no way to reach one master); the caller then routes the call by a key.
    */
   evalOnNode?(node: string, script: LuaScript, args: string[]): Promise<unknown> | undefined;
+  /**
+   * On a cluster, every master the client knows (`host:port`, as {@link nodeOfSlot} names them), each reachable
+   * through {@link evalOnNode}. Absent: the client cannot send a call to each master on its own.
+   */
+  masters?(): string[];
   del(key: string): Promise<unknown>;
   /** Redis `TYPE` of `key` (`none` when absent). */
   type(key: string): Promise<string>;
