@@ -224,7 +224,11 @@ ALG[1] = {
       end
       if cost > 0 then
         local m = redis.pcall('INCRBY', key, cost)
-        if fixedWindowType(m) ~= 'number' then foreignValue(key, redis.call('GET', key)) end
+        if fixedWindowType(m) ~= 'number' then
+          -- Someone else's data under the key; any other error (a key this node does not serve, an ACL) as it is.
+          if string.find(m.err, 'not an integer', 1, true) then foreignValue(key, redis.call('GET', key)) end
+          error(m)
+        end
         n, s1 = m - cost, cost
         if n < 0 then
           -- An integer no counter holds: someone else's, given back as it was.
@@ -342,7 +346,11 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, bu
     end
     if cost > 0 then
       local m = redis.pcall('INCRBY', key, cost)
-      if fixedWindowType(m) ~= 'number' then foreignValue(key, redis.call('GET', key)) end
+      if fixedWindowType(m) ~= 'number' then
+        -- Someone else's data under the key; any other error (a key this node does not serve, an ACL) as it is.
+        if string.find(m.err, 'not an integer', 1, true) then foreignValue(key, redis.call('GET', key)) end
+        error(m)
+      end
       n, s1 = m - cost, cost
       if n < 0 then
         -- An integer no counter holds: someone else's, given back as it was.
@@ -443,7 +451,11 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, bu
       end
       if cost > 0 then
         local m = redis.pcall('INCRBY', key, cost)
-        if fixedWindowType(m) ~= 'number' then foreignValue(key, redis.call('GET', key)) end
+        if fixedWindowType(m) ~= 'number' then
+          -- Someone else's data under the key; any other error (a key this node does not serve, an ACL) as it is.
+          if string.find(m.err, 'not an integer', 1, true) then foreignValue(key, redis.call('GET', key)) end
+          error(m)
+        end
         n, s1 = m - cost, cost
         if n < 0 then
           -- An integer no counter holds: someone else's, given back as it was.

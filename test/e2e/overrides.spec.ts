@@ -281,6 +281,6 @@ describe.each(ADAPTERS)('overriding inherited policies on %s with the Redis stor
     const keys = (await client.keys(`${prefix}:*`)).map((key) => key.replace(/^.*\}:/, '')).sort();
     // `instances`: the runtime-overrides poll's heartbeat (`<prefix>:{overrides}:instances`), and `denies:carry-over`,
     // the marker of the carry-over of 1.0 deny keys (none here: done), beside the two limits' keys.
-    expect(keys).toEqual(['denies:carry-over', 'instances', 'r=DefaultsController.more:burst:t', 'r=DefaultsController.more:hourly:f']);
+    expect(keys).toEqual(['denies:carry-over', 'instances', 'r=DefaultsController.more:burst:t', 'r=DefaultsController.more:hourly:fw']);
   });
 });
