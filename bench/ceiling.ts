@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { RateLimitAlgorithmRegistry } from '../lib/algorithms/algorithm.registry';
 import type { RateLimitAlgorithm } from '../lib/algorithms/algorithm.interface';
-import { composeOnePolicyScript } from '../lib/stores/redis/redis-scripts';
+import { composeOnePolicyLibrary, composeOnePolicyScript } from '../lib/stores/redis/redis-scripts';
 import { benchRedis } from './support/redis';
 import { fmtRate, fmtRatio, heading, median, table } from './support/report';
 import { onePolicyArgs, RLF_SCRIPT, rlfArgs } from './support/scripts';
@@ -59,8 +59,17 @@ function cases(algorithms: readonly RateLimitAlgorithm[]): Case[] {
       args: rlfArgs('rlflx:{__rand_int__}', BIG),
     },
   ];
-  for (const a of algorithms)
+  const library = composeOnePolicyLibrary(algorithms);
+  for (const a of algorithms) {
     list.push({ name: a.name, scenario: 'keys', script: composeOnePolicyScript(a), args: onePolicyArgs(a, '__rand_int__', BIG) });
+    // What a standalone server gets through ioredis once the store loaded its function library.
+    const words = onePolicyArgs(a, '__rand_int__', BIG);
+    list.push({
+      name: `${a.name} (FCALL)`,
+      scenario: 'keys',
+      args: (sha) => ['FCALL', library.functions.get(a.name)!, ...words(sha).slice(2)],
+    });
+  }
   list.push({
     name: 'rate-limiter-flexible script',
     scenario: 'hot-reject',
@@ -93,6 +102,7 @@ async function main(): Promise<void> {
     const algorithms = new RateLimitAlgorithmRegistry().all();
     const list = cases(algorithms);
     for (const c of list) if (c.script) c.sha = String(await client.script('LOAD', c.script));
+    await client.function('LOAD', 'REPLACE', composeOnePolicyLibrary(algorithms).code);
     await assertDecides(client, list);
     const pipelines = [1, 16];
     const rps = new Map<string, number[]>();

@@ -182,7 +182,6 @@ end
          first one, which reads the lockout key); refund gives units back in the same window (a negative cost,
          a penalty, charges them, whatever the count).
 ]]
-local fixedWindowType = type
 -- Added to a counter while a lockout may be in force; 2^51, a string: Lua 5.1 prints a number that big as a float.
 local FIXED_WINDOW_MARK, FIXED_WINDOW_UNMARK, FIXED_WINDOW_MARKED = '2251799813685248', '-2251799813685248', 2251799813685248
 
@@ -213,7 +212,7 @@ ALG[1] = {
       s1, s2 = 0, 0
       if now then
         -- The window holding now (its start, its end), before anything is charged: a calendar window may fail.
-        if fixedWindowType(window) == 'number' then
+        if type(window) == 'number' then
           start = math.floor(now / window) * window
           stop = start + window
         else
@@ -222,7 +221,7 @@ ALG[1] = {
       end
       if cost > 0 then
         local m = redis.pcall('INCRBY', key, cost)
-        if fixedWindowType(m) ~= 'number' then
+        if type(m) ~= 'number' then
           -- Someone else's data under the key; any other error (a key this node does not serve, an ACL) as it is.
           if string.find(m.err, 'not an integer', 1, true) then foreignValue(key, redis.call('GET', key)) end
           error(m)
@@ -298,7 +297,7 @@ ALG[1] = {
   end,
   refund = function(key, cost, limit, window, burst, now, token)
     local start, stop
-    if fixedWindowType(window) == 'number' then
+    if type(window) == 'number' then
       start = math.floor(now / window) * window
       stop = start + window
     else
@@ -335,7 +334,7 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, bu
     s1, s2 = 0, 0
     if now then
       -- The window holding now (its start, its end), before anything is charged: a calendar window may fail.
-      if fixedWindowType(window) == 'number' then
+      if type(window) == 'number' then
         start = math.floor(now / window) * window
         stop = start + window
       else
@@ -344,7 +343,7 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, bu
     end
     if cost > 0 then
       local m = redis.pcall('INCRBY', key, cost)
-      if fixedWindowType(m) ~= 'number' then
+      if type(m) ~= 'number' then
         -- Someone else's data under the key; any other error (a key this node does not serve, an ACL) as it is.
         if string.find(m.err, 'not an integer', 1, true) then foreignValue(key, redis.call('GET', key)) end
         error(m)
@@ -440,7 +439,7 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, bu
       s1, s2 = 0, 0
       if now then
         -- The window holding now (its start, its end), before anything is charged: a calendar window may fail.
-        if fixedWindowType(window) == 'number' then
+        if type(window) == 'number' then
           start = math.floor(now / window) * window
           stop = start + window
         else
@@ -449,7 +448,7 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, bu
       end
       if cost > 0 then
         local m = redis.pcall('INCRBY', key, cost)
-        if fixedWindowType(m) ~= 'number' then
+        if type(m) ~= 'number' then
           -- Someone else's data under the key; any other error (a key this node does not serve, an ACL) as it is.
           if string.find(m.err, 'not an integer', 1, true) then foreignValue(key, redis.call('GET', key)) end
           error(m)

@@ -22,7 +22,6 @@
          first one, which reads the lockout key); refund gives units back in the same window (a negative cost,
          a penalty, charges them, whatever the count).
 ]]
-local fixedWindowType = type
 -- Added to a counter while a lockout may be in force; 2^51, a string: Lua 5.1 prints a number that big as a float.
 local FIXED_WINDOW_MARK, FIXED_WINDOW_UNMARK, FIXED_WINDOW_MARKED = '2251799813685248', '-2251799813685248', 2251799813685248
 
@@ -48,7 +47,7 @@ local n, ends, ttl, start, stop
 s1, s2 = 0, 0
 if now then
   -- The window holding now (its start, its end), before anything is charged: a calendar window may fail.
-  if fixedWindowType(window) == 'number' then
+  if type(window) == 'number' then
     start = math.floor(now / window) * window
     stop = start + window
   else
@@ -57,7 +56,7 @@ if now then
 end
 if cost > 0 then
   local m = redis.pcall('INCRBY', key, cost)
-  if fixedWindowType(m) ~= 'number' then
+  if type(m) ~= 'number' then
     -- Someone else's data under the key; any other error (a key this node does not serve, an ACL) as it is.
     if string.find(m.err, 'not an integer', 1, true) then foreignValue(key, redis.call('GET', key)) end
     error(m)
@@ -119,7 +118,7 @@ local v = redis.call('GET', key)
 if v and fixedWindowCount(key, v) < FIXED_WINDOW_MARKED then redis.call('INCRBY', key, FIXED_WINDOW_MARK) end
 --@refund
 local start, stop
-if fixedWindowType(window) == 'number' then
+if type(window) == 'number' then
   start = math.floor(now / window) * window
   stop = start + window
 else

@@ -33,6 +33,7 @@
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 --@fragments
 
+--@body
 --@clock
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
 -- Numbers come in hex: tonumber reads them with strtoul, where decimal takes strtod, several times the work.

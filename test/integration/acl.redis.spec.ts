@@ -37,7 +37,20 @@ const registry = new RateLimitAlgorithmRegistry();
  * role check), `CLUSTER SLOTS` (every cluster client's slot map), `CLUSTER INFO` (ioredis's cluster ready
  * check) and `CLIENT SETNAME` (ioredis names its cluster slot-refresh connection).
  */
-const NODE_COMMANDS = ['evalsha', 'eval', 'script|load', 'del', 'type', 'ping', 'info', 'cluster|slots', 'cluster|info', 'client|setname'];
+const NODE_COMMANDS = [
+  'evalsha',
+  'eval',
+  'script|load',
+  'fcall',
+  'function|load',
+  'del',
+  'type',
+  'ping',
+  'info',
+  'cluster|slots',
+  'cluster|info',
+  'client|setname',
+];
 
 /** The README's `ACL SETUSER ratelimit on >secret <rules>` line: its rules. */
 function readmeRules(): string[] {

@@ -13,8 +13,8 @@ import type { RateLimitCall } from '../../lib/stores/store.interface';
 const DIR = join(__dirname, '..', '..', 'docs', 'scripts');
 const scripts = assembledScripts(new RateLimitAlgorithmRegistry().all());
 
-test('one file per script: one-policy and decide per algorithm, decide with all of them, and across slots', () => {
-  expect([...scripts.keys()].length).toBe(16);
+test('one file per script: one-policy and decide per algorithm, decide with all of them, across slots, and the function library', () => {
+  expect([...scripts.keys()].length).toBe(17);
   expect(
     readdirSync(DIR)
       .filter((f) => f.endsWith('.lua'))
@@ -34,8 +34,9 @@ function code(lua: string): string {
 test.each([...scripts.keys()])('%s reads no deny key: its code names none and replies no deny (the deny list answers them)', (name) => {
   const lua = code(readFileSync(join(DIR, name), 'utf8'));
   // The verdict codes' prelude declares VERDICT_DENIED (it is TypeScript's too); nothing else may name a deny.
+  // (The function library holds one prelude per algorithm.)
   const lines = lua.split('\n').filter((line) => /deny|denied|denial|dkey/i.test(line));
-  expect(lines).toEqual(['local VERDICT_DENIED = 5']);
+  expect(lines).toEqual(new Array(name === 'one-policy.library.lua' ? 7 : 1).fill('local VERDICT_DENIED = 5'));
 });
 
 test('a decision sends two keys per policy, its state and its lockout: no deny key', () => {

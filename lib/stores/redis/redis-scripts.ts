@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
@@ -50,6 +51,43 @@ const ACROSS_SLOTS_KEYS = 'local KEYS = {}\nfor i = 2, #ARGV do KEYS[i - 1] = AR
  * slots, and with no closure per block of the algorithm.
  */
 export function composeOnePolicyScript(algorithm: RateLimitAlgorithm): string {
+  const { prelude, body } = onePolicyParts(algorithm);
+  return prelude + body;
+}
+
+/**
+ * The one-policy scripts of `algorithms` as one Redis function library (Redis ≥ 7.0, `FUNCTION LOAD`), a function
+ * per algorithm: what stands before a script's call (its helpers) runs once, when the library loads, where an
+ * `EVALSHA` builds every closure again on each call. The library's name and its functions' carry a hash of its
+ * code, so two versions of the library loaded by a mixed fleet stand side by side.
+ */
+export function composeOnePolicyLibrary(algorithms: readonly RateLimitAlgorithm[]): OnePolicyLibrary {
+  const parts = algorithms.map((algorithm) => ({ algorithm, ...onePolicyParts(algorithm) }));
+  const hash = createHash('sha1')
+    .update(parts.map(({ prelude, body }) => prelude + body).join('\n'))
+    .digest('hex')
+    .slice(0, 12);
+  const functions = new Map<string, string>();
+  const code = parts.map(({ algorithm, prelude, body }) => {
+    const name = `rl_${hash}_${algorithm.keyTag}`;
+    functions.set(algorithm.name, name);
+    return `do\n${prelude}\nredis.register_function('${name}', function(KEYS, ARGV)\n${body}\nend)\nend`;
+  });
+  return { name: `ratelimit_${hash}`, code: `#!lua name=ratelimit_${hash}\n${code.join('\n')}\n`, functions };
+}
+
+/** A function library of the one-policy scripts ({@link composeOnePolicyLibrary}). */
+export interface OnePolicyLibrary {
+  /** The library's name, `ratelimit_<hash>`. */
+  name: string;
+  /** What `FUNCTION LOAD` gets. */
+  code: string;
+  /** Each algorithm's function, by algorithm name. */
+  functions: ReadonlyMap<string, string>;
+}
+
+/** A one-policy script in two: its helpers (prelude) and what each call runs (body). */
+function onePolicyParts(algorithm: RateLimitAlgorithm): { prelude: string; body: string } {
   const lazy = readsClockLazily(algorithm);
   const script = compose(ONE_POLICY, [algorithm], 'one-policy')
     .replace(/^--@decide$/m, () => withBlocks(DECIDE_ONE_INLINE, algorithm))
@@ -59,7 +97,8 @@ export function composeOnePolicyScript(algorithm: RateLimitAlgorithm): string {
         : `local t = redis.call('TIME')\nlocal now = ${CLOCK_MS}`,
     )
     .replace(/^--@burst$/m, () => (algorithm.usesBurst ? "burst, token = tonumber(token, 16), ''" : ''));
-  return withoutUnusedHelpers(script);
+  const [prelude, body] = withoutUnusedHelpers(script).split(/^--@body\n/m);
+  return { prelude, body };
 }
 
 /**
@@ -224,6 +263,7 @@ export function assembledScripts(algorithms: readonly RateLimitAlgorithm[]): Map
     scripts.set(`decide.${algorithm.name}.lua`, composeDecideScript([algorithm]));
   }
   scripts.set('decide.all.lua', composeDecideScript(algorithms));
+  scripts.set('one-policy.library.lua', composeOnePolicyLibrary(algorithms).code);
   scripts.set('decide.across-slots.lua', composeAcrossSlotsScript(algorithms));
   return scripts;
 }

@@ -17,6 +17,7 @@ import {
 } from './redis-codec';
 import { composeAcrossSlotsScript, composeDecideScript, composeOnePolicyScript } from './redis-scripts';
 import { cannotRunAcrossSlots, NOT_HERE, nothingRan, OUTAGE_REPLY } from './script-replies';
+import { OnePolicyFunctions } from './one-policy-functions';
 import { ServerClock } from './server-clock';
 import type { RedisScriptTransport, ScriptCall, ScriptRunner } from './transports/redis-transport';
 
@@ -76,6 +77,7 @@ export class ScriptDispatcher {
   /** Policy decisions in {@link queue} (a batch leaves at {@link MAX_BATCH}). */
   private queuedPolicies = 0;
   private readonly clock = new ServerClock();
+  private readonly functions: OnePolicyFunctions;
 
   constructor(
     private readonly transport: RedisScriptTransport,
@@ -96,6 +98,7 @@ export class ScriptDispatcher {
       this.anyAlgorithmRun[n] = transport.prepare(this.anyAlgorithm, decisionKeyCount(n), `rlDecideAll_${n}`);
     }
     this.acrossSlots = luaScript(composeAcrossSlotsScript(algorithms));
+    this.functions = new OnePolicyFunctions(transport, algorithms);
   }
 
   /** One decision of `calls` (one tracker's policies) in `mode` (`c` or `p`), batched as {@link Batching} says. */
@@ -135,7 +138,9 @@ export class ScriptDispatcher {
       );
     }
     try {
-      return await run(call.keys, call.args);
+      const asFunction =
+        call.script === 'one-policy' ? this.functions.call(name, call.keys, call.args, true, () => run(call.keys, call.args)) : undefined;
+      return await (asFunction ?? run(call.keys, call.args));
     } catch (error) {
       throw await this.explainError(calls, error);
     }
@@ -174,9 +179,10 @@ export class ScriptDispatcher {
     const first = batch[0];
     if (batch.length === 1 && isOnePolicy(first.calls, first.mode)) {
       const { keys, args } = onePolicyCall(first.calls[0], first.mode);
+      const { name } = first.calls[0].algorithm;
+      const byScript = () => this.transport.evalScript(this.onePolicy.get(name)!.script, keys, args);
       // The one-policy script fails the call on an error (a key of the wrong type) where decide.lua reports it in place.
-      this.transport
-        .evalScript(this.onePolicy.get(first.calls[0].algorithm.name)!.script, keys, args)
+      (this.functions.call(name, keys, args, false, byScript) ?? byScript())
         .then((reply) => first.resolve(this.onePolicyDecision(reply as Reply, first.calls[0])))
         .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
       return;

@@ -87,6 +87,20 @@ export class IoredisTransport implements RedisScriptTransport {
     return (await pipeline.exec()) ?? [];
   }
 
+  fcall(name: string, keys: string[], args: string[], pipelined: boolean): Promise<unknown> {
+    if (pipelined) return (this.client as Redis).fcall(name, keys.length, ...keys, ...args);
+    const command = new this.Command('fcall', [name, keys.length, keys, args], {
+      keyPrefix: this.client.options.keyPrefix,
+      replyEncoding: 'utf8',
+    });
+    void this.client.sendCommand(command);
+    return command.promise;
+  }
+
+  loadLibrary(code: string): Promise<unknown> {
+    return (this.client as Redis).function('LOAD', 'REPLACE', code);
+  }
+
   del(key: string): Promise<unknown> {
     return this.client.del(key);
   }

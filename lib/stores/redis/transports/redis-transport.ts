@@ -54,6 +54,14 @@ export interface RedisScriptTransport {
    * through {@link evalOnNode}. Absent: the client cannot send a call to each master on its own.
    */
   masters?(): string[];
+  /**
+   * On a standalone server, one call of function `name` (`FCALL`) of a library loaded with {@link loadLibrary}:
+   * through the client's auto-pipeline when `pipelined` (as a prepared script's), else written at once (as
+   * {@link evalScript}). Absent: the client calls no functions (the store sends scripts).
+   */
+  fcall?(name: string, keys: string[], args: string[], pipelined: boolean): Promise<unknown>;
+  /** On a standalone server, `FUNCTION LOAD REPLACE` of a library's `code`. Absent with {@link fcall}. */
+  loadLibrary?(code: string): Promise<unknown>;
   del(key: string): Promise<unknown>;
   /** Redis `TYPE` of `key` (`none` when absent). */
   type(key: string): Promise<string>;
@@ -71,6 +79,11 @@ export interface RedisScriptTransport {
   nodeOfSlot(slot: number): string | undefined;
   /** Releases what the transport holds; quits the client only when `owned` (this library created it). */
   close(owned: boolean): Promise<void>;
+}
+
+/** Whether a function call failed because the server does not have the function (nothing ran). */
+export function isNoFunction(error: unknown): boolean {
+  return error instanceof Error && error.message.includes('Function not found');
 }
 
 /** Whether a script call failed because the server does not have the script (nothing ran). */
