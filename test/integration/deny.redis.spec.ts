@@ -167,7 +167,7 @@ async function stats(nodes: Redis[]): Promise<Record<'scripts' | 'gets' | 'mgets
   const counts = { scripts: 0, gets: 0, mgets: 0, hgetalls: 0, zranges: 0 };
   for (const node of nodes) {
     const info = await node.info('commandstats');
-    for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) counts.scripts += Number(m[1]);
+    for (const m of info.matchAll(/cmdstat_(?:evalsha|eval|fcall):calls=(\d+)/g)) counts.scripts += Number(m[1]);
     const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
     counts.gets += calls('get');
     counts.mgets += calls('mget');

@@ -399,9 +399,12 @@ export async function libraryCluster(
   return client;
 }
 
-/** Script calls a Redis has run since its last `CONFIG RESETSTAT`: `EVALSHA`, plus `EVAL` for a script's first load on a connection. */
+/**
+ * Script calls a Redis has run since its last `CONFIG RESETSTAT`: `EVALSHA` (and `EVAL` for a script's first load
+ * on a connection), or `FCALL` of the function library the store loaded.
+ */
 export async function scriptCalls(client: Redis): Promise<number> {
   const info = await client.info('commandstats');
   const calls = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
-  return calls('evalsha') + calls('eval');
+  return calls('evalsha') + calls('eval') + calls('fcall');
 }

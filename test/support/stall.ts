@@ -26,7 +26,7 @@ export function stallAfterSending(decisions: number, ms: number): Stall {
   Redis.prototype.sendCommand = function (this: Redis, ...args: Parameters<Redis['sendCommand']>) {
     const result = original.apply(this, args);
     const [command] = args;
-    if (!state.happened && (command.name === 'evalsha' || command.name === 'eval')) {
+    if (!state.happened && (command.name === 'evalsha' || command.name === 'eval' || command.name === 'fcall')) {
       state.sent += decisionsIn(command.args);
       if (state.sent >= decisions) {
         state.happened = true;
