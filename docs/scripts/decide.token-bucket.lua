@@ -49,22 +49,28 @@
   one, the first decision's state key, which routes the call to its master; every key above comes after the
   JSON instead, as ARGV[2 ..], in the same order. A key that
   master does not hold fails its decision alone ("Script attempted to access a non local key") at the decision's
-  first access to it, before anything was charged: a decision reads each of its keys before it writes it.
+  first access to it, before anything was charged: Redis refuses that access before the command runs.
 
   The fragment contract (each algorithm's .lua file; redis-scripts.ts splices the fragments into this script
-  and one-policy.lua): local helpers, then three blocks of statements, each after its marker line (two dashes,
-  @ and check, commit or refund). A fragment reads nothing of its host but ceildiv and the helpers of state.lua
-  and bucket.lua; it decides on one policy's values, as these names: key (its state key), cost (units), limit,
-  window (ms), burst, now (the script's server ms), token.
-    check  reads the state (may drop expired entries or rewrite a state measured with other params, never
-           charges) and sets, on every path: ok (allowed), remaining, reset (ms), retry (ms), delay (ms), more
-           (ms until additional quota); and s1 .. s4, the algorithm's own values for its commit
+  and one-policy.lua): local helpers, then blocks of statements, each after its marker line (two dashes, @ and
+  its name): check, commit, then, for an algorithm whose check charges at once, undo and lock, then refund. A
+  fragment reads nothing of its host but ceildiv and the helpers of state.lua and bucket.lua; it decides on one
+  policy's values, as these names: key (its state key), cost (units), limit, window (ms), burst, now (the
+  script's server ms; nil in a one-policy call of an algorithm whose check reads the clock itself, under the
+  now marker), token.
+    check  reads the state (may drop expired entries or rewrite a state measured with other params) and sets, on
+           every path: ok (allowed), remaining, reset (ms), retry (ms), delay (ms), more (ms until additional
+           quota); s1 .. s4, the algorithm's own values for its commit; and mark, false when its state says no
+           lockout can be in force (the host then reads no lockout key; left true, it always does). It
+           charges nothing, unless the fragment has an undo block: then it charges at once (one command)
     commit charges what the check allowed; reads the check's reset, more and s1 .. s4, and may set more
+    undo   takes back what a check charged, when the decision does not commit (from s1 .. s4)
+    lock   after a lockout of the policy was written: marks the state, so its next check sets mark
     refund gives cost units back (a negative cost charges them); may return early
   A block declares only its own locals: the names above are its host's. The blocks are written into decide-one.lua
   once per algorithm (no closure per block: a one-policy call builds none), and into ALG[id] = { check, commit,
-  refund, burst } for the general path here, which hands a check's values on as r = { ok, remaining, reset,
-  retry, delay, s1, s2, s3, s4, more = more }. burst: true when the capacity is burst rather than limit.
+  undo, lock, refund, burst } for the general path here, which hands a check's values on as r = { ok, remaining,
+  reset, retry, delay, s1, s2, s3, s4, more = more }. burst: true when the capacity is burst rather than limit.
 ]]
 
 local VERDICT_ALLOWED = 0

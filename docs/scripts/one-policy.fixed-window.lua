@@ -94,10 +94,10 @@ end
          or under that mark
   check  charges a consume at once (INCRBY: one command where a read and a write would be two); the host
          takes the units back with undo when the decision does not commit. Given no now (a one-policy call),
-         it reads the clock only on a window's first hit: the counter's TTL is the rest of its window. s1 = the units charged, s2 = the
-         mark to clear on commit (0 for none), s3 = whether the window was empty; mark = whether the host must
-         read the policy's lockout key; more = ms until more quota: the window's end once anything is counted
-         in it, else 0
+         it reads the clock only on a window's first hit: the counter's TTL is the rest of its window.
+         s1 = the units charged, s2 = the mark to clear on commit (0 for none), s3 = whether the window was
+         empty; mark = whether the host must read the policy's lockout key; more = ms until more quota: the
+         window's end once anything is counted in it, else 0
   commit clears the mark (the check charged); undo takes back what the check charged (the key goes when the
          window held nothing else); lock marks a counter that exists (one that does not makes the next hit a
          first one, which reads the lockout key); refund gives units back in the same window (a negative cost,

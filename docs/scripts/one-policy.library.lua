@@ -1,4 +1,4 @@
-#!lua name=ratelimit_ec32a9cbf593
+#!lua name=ratelimit_d4040523f237
 do
 --[[
   The script for one decision of one policy (decide-one.lua): what every quiet API, a Cluster and
@@ -96,10 +96,10 @@ end
          or under that mark
   check  charges a consume at once (INCRBY: one command where a read and a write would be two); the host
          takes the units back with undo when the decision does not commit. Given no now (a one-policy call),
-         it reads the clock only on a window's first hit: the counter's TTL is the rest of its window. s1 = the units charged, s2 = the
-         mark to clear on commit (0 for none), s3 = whether the window was empty; mark = whether the host must
-         read the policy's lockout key; more = ms until more quota: the window's end once anything is counted
-         in it, else 0
+         it reads the clock only on a window's first hit: the counter's TTL is the rest of its window.
+         s1 = the units charged, s2 = the mark to clear on commit (0 for none), s3 = whether the window was
+         empty; mark = whether the host must read the policy's lockout key; more = ms until more quota: the
+         window's end once anything is counted in it, else 0
   commit clears the mark (the check charged); undo takes back what the check charged (the key goes when the
          window held nothing else); lock marks a counter that exists (one that does not makes the next hit a
          first one, which reads the lockout key); refund gives units back in the same window (a negative cost,
@@ -128,7 +128,7 @@ end
 
 
 
-redis.register_function('rl_ec32a9cbf593_fw', function(KEYS, ARGV)
+redis.register_function('rl_d4040523f237_fw', function(KEYS, ARGV)
 local now
 if ARGV[2] then
   local t = redis.call('TIME')
@@ -543,7 +543,7 @@ end
 
 
 
-redis.register_function('rl_ec32a9cbf593_s', function(KEYS, ARGV)
+redis.register_function('rl_d4040523f237_s', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -786,7 +786,7 @@ end
 
 
 
-redis.register_function('rl_ec32a9cbf593_sl', function(KEYS, ARGV)
+redis.register_function('rl_d4040523f237_sl', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -1080,7 +1080,7 @@ end
 
 
 
-redis.register_function('rl_ec32a9cbf593_t', function(KEYS, ARGV)
+redis.register_function('rl_d4040523f237_t', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -1346,7 +1346,7 @@ end
 
 
 
-redis.register_function('rl_ec32a9cbf593_g', function(KEYS, ARGV)
+redis.register_function('rl_d4040523f237_g', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -1599,7 +1599,7 @@ end
 
 
 
-redis.register_function('rl_ec32a9cbf593_l', function(KEYS, ARGV)
+redis.register_function('rl_d4040523f237_l', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -1841,7 +1841,7 @@ end
 
 
 
-redis.register_function('rl_ec32a9cbf593_cc', function(KEYS, ARGV)
+redis.register_function('rl_d4040523f237_cc', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
