@@ -2,7 +2,8 @@
  * `npm run chart`: replays one deterministic traffic trace (steady load below the limit, a burst straddling a
  * window boundary, steady again) through every algorithm on the memory store with a virtual clock, and writes
  * `docs/<algorithm>.svg` (allowed vs rejected per 100 ms) plus `docs/comparison.svg` (allowed, one row per
- * algorithm). Hand-written SVG, no dependencies; the same code always writes the same bytes.
+ * algorithm), and `docs/overload.svg`, one simulated overload run (./overload-chart.ts). Hand-written SVG, no
+ * dependencies; the same code always writes the same bytes.
  * `CHART_OUT_DIR` writes elsewhere (the tests use it).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import type { RateLimitAlgorithmName, RateLimitPolicy } from '../lib/interfaces/
 import { RateLimitEngine } from '../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../lib/rate-limiter.service';
 import { MemoryStore } from '../lib/stores/memory/memory.store';
+import { renderOverloadChart } from './overload-chart';
 import { el, fmt, group, legend, line, rect, svgDocument, text, type LegendKind } from './svg';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -458,6 +460,7 @@ if (require.main === module) {
   const outDir = process.env.CHART_OUT_DIR ?? join(__dirname, '..', 'docs');
   renderCharts(outDir).then(
     ({ files }) => {
+      files.push(renderOverloadChart(outDir).file);
       for (const file of files) console.log(`wrote ${relative(process.cwd(), file)}`);
     },
     (error: unknown) => {
