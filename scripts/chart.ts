@@ -2,7 +2,8 @@
  * `npm run chart`: replays one deterministic traffic trace (steady load below the limit, a burst straddling a
  * window boundary, steady again) through every algorithm on the memory store with a virtual clock, and writes
  * `docs/<algorithm>.svg` (allowed vs rejected per 100 ms) plus `docs/comparison.svg` (allowed, one row per
- * algorithm). Hand-written SVG, no dependencies; the same code always writes the same bytes.
+ * algorithm), and `docs/overload.svg`, one simulated overload run (./overload-chart.ts). Hand-written SVG, no
+ * dependencies; the same code always writes the same bytes.
  * `CHART_OUT_DIR` writes elsewhere (the tests use it).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,8 @@ import type { RateLimitAlgorithmName, RateLimitPolicy } from '../lib/interfaces/
 import { RateLimitEngine } from '../lib/pipeline/rate-limit.engine';
 import { RateLimiterService } from '../lib/rate-limiter.service';
 import { MemoryStore } from '../lib/stores/memory/memory.store';
+import { renderOverloadChart } from './overload-chart';
+import { el, fmt, group, legend, line, rect, svgDocument, text, type LegendKind } from './svg';
 
 // ---------------------------------------------------------------------------------------------------------
 // Settings and the traffic trace
@@ -149,10 +152,8 @@ export const proceedTimes = (r: Replay) =>
 const showsProceeds = (r: Replay) => r.algorithm === 'leaky-bucket';
 
 // ---------------------------------------------------------------------------------------------------------
-// SVG primitives
+// Colours
 // ---------------------------------------------------------------------------------------------------------
-
-type Attrs = Record<string, string | number | undefined>;
 
 const COLORS = {
   allowed: '#009E73',
@@ -165,41 +166,6 @@ const COLORS = {
   text: '#222222',
   muted: '#666666',
 } as const;
-const FONT = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
-
-/** Numbers with at most one decimal, so output is short and stable. */
-const fmt = (n: number) => String(Math.round(n * 10) / 10);
-
-function escapeXml(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-}
-
-function el(tag: string, attrs: Attrs, children?: string): string {
-  const a = Object.entries(attrs)
-    .filter(([, v]) => v !== undefined)
-    .map(([k, v]) => ` ${k}="${typeof v === 'number' ? fmt(v) : escapeXml(v!)}"`)
-    .join('');
-  return children === undefined ? `<${tag}${a}/>` : `<${tag}${a}>${children}</${tag}>`;
-}
-
-const rect = (x: number, y: number, width: number, height: number, attrs: Attrs = {}) => el('rect', { x, y, width, height, ...attrs });
-const line = (x1: number, y1: number, x2: number, y2: number, attrs: Attrs = {}) => el('line', { x1, y1, x2, y2, ...attrs });
-const text = (x: number, y: number, content: string, attrs: Attrs = {}) => el('text', { x, y, ...attrs }, escapeXml(content));
-const group = (attrs: Attrs, children: string[]) => el('g', attrs, '\n' + children.join('\n') + '\n');
-
-function svgDocument(width: number, height: number, title: string, body: string[]): string {
-  const head = el('title', {}, escapeXml(title));
-  const background = rect(0, 0, width, height, { fill: '#FFFFFF' });
-  const attrs = {
-    xmlns: 'http://www.w3.org/2000/svg',
-    width,
-    height,
-    viewBox: `0 0 ${width} ${height}`,
-    'font-family': FONT,
-    fill: COLORS.text,
-  };
-  return el('svg', attrs, '\n' + [head, background, ...body].join('\n') + '\n') + '\n';
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Layout: a time axis shared by both chart kinds
@@ -309,26 +275,6 @@ function proceedsSeries(t: TimeScale, counts: readonly number[], bottom: number,
       );
   });
   return group({ class: 'proceeds' }, parts);
-}
-
-type LegendKind = 'box' | 'dash' | 'line';
-
-/** A row of legend entries starting at (x, y); widths are estimated from text length (deterministic). */
-function legend(x: number, y: number, entries: Array<{ kind: LegendKind; color: string; label: string }>): string {
-  const parts: string[] = [];
-  for (const { kind, color, label } of entries) {
-    if (kind === 'box') parts.push(rect(x, y - 10, 12, 12, { fill: color }));
-    if (kind === 'dash') parts.push(line(x, y - 4, x + 18, y - 4, { stroke: color, 'stroke-dasharray': '5 4' }));
-    if (kind === 'line')
-      parts.push(
-        line(x, y - 4, x + 18, y - 4, { stroke: color, 'stroke-width': 2 }),
-        el('circle', { cx: x + 9, cy: y - 4, r: 3, fill: color }),
-      );
-    const swatch = kind === 'box' ? 12 : 18;
-    parts.push(text(x + swatch + 6, y, label, { 'font-size': 12 }));
-    x += swatch + 6 + label.length * 6.6 + 22;
-  }
-  return group({ class: 'legend' }, parts);
 }
 
 const usesBurst = (algorithm: RateLimitAlgorithmName) => new RateLimitAlgorithmRegistry().get(algorithm).usesBurst;
@@ -514,6 +460,7 @@ if (require.main === module) {
   const outDir = process.env.CHART_OUT_DIR ?? join(__dirname, '..', 'docs');
   renderCharts(outDir).then(
     ({ files }) => {
+      files.push(renderOverloadChart(outDir).file);
       for (const file of files) console.log(`wrote ${relative(process.cwd(), file)}`);
     },
     (error: unknown) => {

@@ -49,6 +49,13 @@ class ExpAvg {
     }
     return this.value;
   }
+
+  /** Starts over from `sample`, warmed up: the next samples are averaged exponentially into it. */
+  restart(sample: number): void {
+    this.count = this.warmup;
+    this.sum = sample * this.warmup;
+    this.value = sample;
+  }
 }
 
 /**
@@ -61,8 +68,11 @@ class ExpAvg {
  * Gradient2's drift to its max under steady overload). The `+4` headroom applies only while the short RTT is
  * within 10 % of the reference: between that and the 1.5 tolerance the limit holds, beyond it the limit is
  * cut, so it settles at the edge of its queue rather than 4 above wherever the RTT reaches 1.5×.
- * And a window at the floor that is still beyond the tolerance re-measures the reference: cut as far as it
+ * A window at the floor that is still beyond the tolerance re-measures the reference: cut as far as it
  * may go, the instance still sees slow responses, so the latency is a dependency's, not its own queue.
+ * And the reference starts from the fastest of the first 10 windows, not their average (Java's warm-up): a
+ * stall or a cold start in those windows averaged in stays, since Java's reset only brings the long RTT down
+ * to twice the short one, and the headroom then grows the limit until its queue doubles the RTT.
  */
 export class GradientStrategy implements AdaptiveStrategy {
   readonly probeDue = false;
@@ -71,6 +81,7 @@ export class GradientStrategy implements AdaptiveStrategy {
   private readonly min: number;
   private readonly max: number;
   private readonly anchored: boolean;
+  private warmupWindows = 0;
 
   constructor({ initial = 20, min = 20, max = 200, baseline = 'anchored' }: GradientOptions = {}) {
     this.estimatedLimit = initial;
@@ -107,7 +118,11 @@ export class GradientStrategy implements AdaptiveStrategy {
   /** The reference for this window: see the class comment. */
   private anchoredLongRtt(rttMs: number, inflight: number): number {
     const reference = this.longRtt.value;
-    if (reference === 0) return this.longRtt.add(rttMs);
+    if (this.warmupWindows < WARMUP_WINDOW) {
+      this.warmupWindows++;
+      if (reference === 0 || rttMs < reference) this.longRtt.restart(rttMs);
+      return this.longRtt.value;
+    }
     if (javaInt(this.estimatedLimit) <= this.min && rttMs > TOLERANCE * reference) {
       this.longRtt.value = rttMs;
       return rttMs;

@@ -13,6 +13,13 @@ function seeded(seed: number): () => number {
   };
 }
 
+/** Windows at the limit, `rtt(limit)` each; the limit after each. */
+function windows(strategy: AdaptiveStrategy, count: number, rtt: (limit: number) => number): number[] {
+  const limits: number[] = [];
+  for (let i = 0; i < count; i++) limits.push(strategy.update({ rttMs: rtt(strategy.limit), inflight: strategy.limit, dropped: false }));
+  return limits;
+}
+
 describe('adaptive limits on a simulated processor-sharing server (capacity 50, 20 ms, 2× offered load)', () => {
   it('vegas enters [50, 62] within 100 updates and stays there for 10,000', () => {
     const run = new ProcessorSharingRun(new VegasStrategy({ max: 200, random: seeded(1) }));
@@ -46,13 +53,6 @@ describe('adaptive limits on a simulated processor-sharing server (capacity 50, 
 });
 
 describe('adaptive limits after a 4× latency step', () => {
-  /** Windows at the limit, `rtt(limit)` each; the limit after each. */
-  function windows(strategy: AdaptiveStrategy, count: number, rtt: (limit: number) => number): number[] {
-    const limits: number[] = [];
-    for (let i = 0; i < count; i++) limits.push(strategy.update({ rttMs: rtt(strategy.limit), inflight: strategy.limit, dropped: false }));
-    return limits;
-  }
-
   it('gradient: a queueing-caused step cuts ≤ 10 % per window and reaches the floor within 35 windows', () => {
     const gradient = new GradientStrategy({ max: 200 });
     // Learn a 20 ms reference and grow past the capacity of 50, to where its own queue shows.
@@ -97,6 +97,34 @@ describe('adaptive limits after a 4× latency step', () => {
     const after = windows(vegas, 35, (l) => (l > 1 ? 80 : 20));
     [before, ...after].slice(1).forEach((l, i) => expect(l).toBeGreaterThanOrEqual(Math.floor(0.9 * [before, ...after][i])));
     expect(after[after.length - 1]).toBeLessThan(before);
+  });
+});
+
+describe("gradient's reference RTT", () => {
+  /** Steady overload of a processor-sharing server of capacity 50 and 20 ms: every window at the limit. */
+  const overloaded = (l: number) => 20 * Math.max(1, l / 50);
+
+  it('a stall in its first windows does not become the reference (bench:overload, run 3)', () => {
+    const stalled = new GradientStrategy({ max: 200 });
+    // An event-loop stall before any reference: the first three windows, at the initial limit, take 1.3 s.
+    for (let i = 0; i < 3; i++) stalled.update({ rttMs: 1300, inflight: 20, dropped: false });
+    const after = windows(stalled, 600, overloaded);
+    // The same as without the stall. Averaged into the reference (Java's warm-up), the stall left it at
+    // 44.2 ms once Java's reset stopped at twice the RTT, and the limit climbed to 122.
+    const calm = new GradientStrategy({ max: 200 });
+    windows(calm, 600, overloaded);
+    expect([calm.longRttMs, calm.limit]).toEqual([20, 55]);
+    expect([stalled.longRttMs, stalled.limit, Math.max(...after)]).toEqual([20, 55, 55]);
+  });
+
+  it('its warm-up takes the fastest of its first 10 windows, then averages as Java does', () => {
+    const gradient = new GradientStrategy({ max: 200 });
+    const rtts = [90, 40, 25, 30, 60, 25, 22, 80, 24, 26];
+    for (const rttMs of rtts) gradient.update({ rttMs, inflight: 1, dropped: false });
+    expect(gradient.longRttMs).toBe(22);
+    // Then the long window's exponential average: factor 2 / 601.
+    gradient.update({ rttMs: 28, inflight: 1, dropped: false });
+    expect(gradient.longRttMs).toBeCloseTo(22 + (6 * 2) / 601, 12);
   });
 });
 

@@ -189,6 +189,8 @@ describe('npm run chart', () => {
       });
       if (run.status !== 0) throw new Error(`npm run chart exited ${run.status}: ${run.stderr}`);
       for (const file of charts.files) expect(readFileSync(join(out, basename(file)), 'utf8')).toBe(readFileSync(file, 'utf8'));
+      // And the overload guide's chart (test/unit/overload-chart.spec.ts checks it).
+      expect(readFileSync(join(out, 'overload.svg'), 'utf8')).toBe(readFileSync(join(ROOT, 'docs', 'overload.svg'), 'utf8'));
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
