@@ -39,7 +39,11 @@ async function decisionScripts(client: Redis, work: () => Promise<void>): Promis
   monitor.on('monitor', (_time: string, args: unknown[]) => {
     const command = String(args[0]).toLowerCase();
     if (command === 'echo' && args[1] === 'slices-end') done();
-    else if ((command === 'evalsha' || command === 'eval' || command === 'fcall') && !args.some((arg) => String(arg).includes('{overrides}'))) calls++;
+    else if (
+      (command === 'evalsha' || command === 'eval' || command === 'fcall') &&
+      !args.some((arg) => String(arg).includes('{overrides}'))
+    )
+      calls++;
   });
   await work();
   // MONITOR's lines arrive on their own connection: wait until it has shown a command sent after the work.
