@@ -15,7 +15,6 @@ import type {
   StoreFallback,
   StoreVerdict,
 } from '../stores/store.interface';
-import { Verdict } from '../stores/verdicts';
 import { reserveHold, type CompiledPolicy } from '../policy/compile-policy';
 import { DENY_KEY_SUFFIX } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
@@ -185,11 +184,11 @@ export class RateLimitEngine {
   /**
    * A consume of one policy that {@link takesPlain}, whose state key is `state`, answered at once by the store
    * with no call, verdicts or engine decision made; `undefined` when the store declines it (a deny or lockout
-   * exists, the cost exceeds the capacity): then ask {@link decideNowOrLater}.
+   * exists): then ask {@link decideNowOrLater}.
    */
   consumePlain(state: KeySlot, request: PolicyRequest): RateLimitDecision | undefined {
     const v = this.store.consumePlain!(state, request.compiled.algorithm, request.params, request.cost);
-    return v === undefined ? undefined : toDecision(request, v, v.allowed ? Verdict.Allowed : Verdict.Limited);
+    return v === undefined ? undefined : toDecision(request, v, v.reason);
   }
 
   /** The deny-list key of a tracker: its key prefix, or its keys. */

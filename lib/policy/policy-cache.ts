@@ -32,8 +32,8 @@ export interface PolicyCacheOptions {
  * policies.get({ algorithm: 'gcra', limit: 10, window: '1s' }) === policies.get({ algorithm: 'gcra', limit: 10, window: '1s' }); // true
  */
 export class PolicyCache {
-  private readonly byIdentity = new WeakMap<RateLimitPolicy, CompiledPolicy>();
-  private readonly byContent = new LruMap<CompiledPolicy>();
+  private readonly byIdentity = new WeakMap<RateLimitPolicy, KnownPolicy>();
+  private readonly byContent = new LruMap<KnownPolicy>();
   private readonly maxContentEntries: number;
 
   /** `compile` validates a policy and throws on a bad one; only what compiles is remembered. */
@@ -48,40 +48,65 @@ export class PolicyCache {
   get(policy: RateLimitPolicy): CompiledPolicy {
     // A reused object whose fields are still those it was compiled from: no content key to build.
     const known = this.byIdentity.get(policy);
-    if (known !== undefined && (known.policy === policy || sameFields(policy, known.policy))) return known;
+    if (known !== undefined && (known.compiled.policy === policy || sameFields(policy, known.fields))) return known.compiled;
     const key = contentKey(policy);
     if (key === undefined) return this.byObject(policy);
-    let compiled = this.byContent.get(key, true);
-    if (compiled === undefined) {
-      compiled = this.compile(contentCopy(policy));
+    let byContent = this.byContent.get(key, true);
+    if (byContent === undefined) {
+      const copy = contentCopy(policy);
+      byContent = { compiled: this.compile(copy), fields: fieldsOf(copy) };
       if (this.byContent.size >= this.maxContentEntries) this.byContent.delete(this.byContent.oldest()!);
-      this.byContent.set(key, compiled);
+      this.byContent.set(key, byContent);
     }
-    this.byIdentity.set(policy, compiled);
-    return compiled;
+    this.byIdentity.set(policy, byContent);
+    return byContent.compiled;
   }
 
   private byObject(policy: RateLimitPolicy): CompiledPolicy {
-    let compiled = this.byIdentity.get(policy);
-    if (compiled === undefined || compiled.policy !== policy) {
-      compiled = this.compile(policy);
-      this.byIdentity.set(policy, compiled);
+    let known = this.byIdentity.get(policy);
+    if (known === undefined || known.compiled.policy !== policy) {
+      known = { compiled: this.compile(policy), fields: IDENTITY_ONLY };
+      this.byIdentity.set(policy, known);
     }
-    return compiled;
+    return known.compiled;
   }
 }
 
-/** Whether `policy` has exactly the own enumerable fields and values of `copy` (a content-compiled policy's frozen copy). */
-function sameFields(policy: RateLimitPolicy, copy: RateLimitPolicy): boolean {
+/**
+ * A compiled policy, and the fields of the object it was compiled from as `[name, value, name, value, …]` in
+ * their order (a content-compiled policy's frozen copy; none for a policy compiled by identity).
+ */
+interface KnownPolicy {
+  compiled: CompiledPolicy;
+  fields: readonly unknown[];
+}
+
+/** The fields of a policy compiled by identity: no object's fields are these (a field's name is never a symbol). */
+const IDENTITY_ONLY: readonly unknown[] = [Symbol('compiled by identity')];
+
+/**
+ * Whether `policy` has exactly the own enumerable `fields` (see {@link KnownPolicy}), in the same order, with
+ * the same values. Stricter than equal content (another order, or an inherited enumerable field, answers
+ * false, and the caller then looks the policy up by content), and one pass over the object: it runs on every
+ * decision whose caller reuses a policy object, to see that object changed since.
+ */
+function sameFields(policy: RateLimitPolicy, fields: readonly unknown[]): boolean {
   const a = policy as unknown as Record<string, unknown>;
-  const b = copy as unknown as Record<string, unknown>;
-  let fields = 0;
+  let i = 0;
   for (const field in a) {
-    if (!Object.prototype.hasOwnProperty.call(a, field) || a[field] !== b[field] || Object.is(a[field], -0)) return false;
-    fields++;
+    const value = a[field];
+    // -0 === 0, but a copy never holds -0 (contentKey refuses it).
+    if (field !== fields[i] || value !== fields[i + 1] || (value === 0 && 1 / value < 0)) return false;
+    i += 2;
   }
-  for (const field in b) if (Object.prototype.hasOwnProperty.call(b, field)) fields--;
-  return fields === 0;
+  return i === fields.length;
+}
+
+/** The fields of a content copy as {@link KnownPolicy} keeps them. */
+function fieldsOf(copy: RateLimitPolicy): unknown[] {
+  const fields: unknown[] = [];
+  for (const [name, value] of Object.entries(copy)) fields.push(name, value);
+  return fields;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
+import type { AlgorithmParams, RateLimitAlgorithm } from '../algorithms/algorithm.interface';
 import type { LockoutEscalation } from '../policy/compile-escalation';
 import type { Verdict } from './verdicts';
 
@@ -220,16 +220,12 @@ export interface RateLimitStore {
    */
   decideSync?(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision | undefined;
   /**
-   * A consume of one policy with neither lockout nor lease, decided in-process and charged at once when it
-   * fits: its algorithm's verdict on the state under `state.key`. Absent, or `undefined` (the policy may meet
-   * a deny, a lockout or its capacity): ask {@link decideSync}.
+   * A consume of one policy with neither lockout nor lease, decided in-process by the same rules as
+   * {@link decideSync} and charged at once when it allows: its verdict on the state under `state.key`, valid
+   * until the store's next decision. Absent, or `undefined` (the policy may meet a deny or a lockout): ask
+   * {@link decideSync}.
    */
-  consumePlain?(
-    state: KeySlot,
-    algorithm: RateLimitAlgorithm,
-    params: AlgorithmParams,
-    cost: number,
-  ): AlgorithmVerdict<unknown> | undefined;
+  consumePlain?(state: KeySlot, algorithm: RateLimitAlgorithm, params: AlgorithmParams, cost: number): StoreVerdict | undefined;
   /** Gives back `cost` units per call (count-only-failures), or releases the call's lease (`concurrency`). */
   refund(calls: readonly RateLimitCall[]): Promise<void>;
   /**

@@ -35,7 +35,6 @@ import type { LruMap } from '../../lib/shared/lru-map';
 import { RedisStore } from '../../lib/stores/redis/redis.store';
 import type { RedisClient } from '../../lib/interfaces/client-types';
 import type { KeySlot, RateLimitCall, StoreDecision } from '../../lib/stores/store.interface';
-import { Verdict } from '../../lib/stores/verdicts';
 import { compilePolicy } from '../../lib/policy/compile-policy';
 import { trackerKeyPrefix } from '../../lib/shared/keys';
 import { REDIS_CLIENTS, type RedisClientKind } from '../support/redis-clients';
@@ -210,10 +209,7 @@ function consumePlain(memory: MemoryStore, slots: Map<string, KeySlot>, call: Ra
   let slot = slots.get(call.stateKey);
   if (slot === undefined) slots.set(call.stateKey, (slot = { key: call.stateKey, entry: undefined }));
   const v = memory.consumePlain(slot, call.algorithm, call.params, call.cost);
-  if (v === undefined) return undefined;
-  const { allowed, remaining, resetMs, retryAfterMs, delayMs, moreQuotaMs } = v;
-  const reason = allowed ? Verdict.Allowed : Verdict.Limited;
-  return { nowMs: now, allowed, verdicts: [{ allowed, remaining, resetMs, retryAfterMs, delayMs, moreQuotaMs, reason }] };
+  return v === undefined ? undefined : { nowMs: now, allowed: v.allowed, verdicts: [{ ...v }] };
 }
 
 /** Keeps one world per distinct store state. */

@@ -89,6 +89,31 @@ describe('PolicyCache', () => {
     expect(compiledFrom).toHaveLength(2);
   });
 
+  it('sees a field added to, removed from or changed on a reused object, and finds it again once restored', () => {
+    const { cache, compiledFrom } = counting();
+    const policy: RateLimitPolicy & { limit: number; cost?: number } = { algorithm: 'fixed-window', limit: 5, window: '1m' };
+    const five = cache.get(policy);
+    expect(cache.get(policy)).toBe(five);
+    policy.cost = 2;
+    const costly = cache.get(policy);
+    expect(costly).not.toBe(five);
+    expect(costly.policy.cost).toBe(2);
+    delete policy.cost;
+    expect(cache.get(policy)).toBe(five);
+    policy.limit = 0;
+    expect(() => cache.get(policy)).toThrow(RateLimitConfigError);
+    policy.limit = 5;
+    expect(cache.get(policy)).toBe(five);
+    // -0 is not 0 to the content key: a policy holding it is compiled by identity, as contentKey says.
+    policy.cost = 0;
+    const free = cache.get(policy);
+    policy.cost = -0;
+    const byIdentity = cache.get(policy);
+    expect(byIdentity).not.toBe(free);
+    expect(byIdentity.policy).toBe(policy);
+    expect(compiledFrom).toHaveLength(5);
+  });
+
   it('finds a policy with a function by identity only: the same object once, every new object again', () => {
     const { cache, compiledFrom } = counting();
     const by = () => 'tenant';

@@ -1,5 +1,4 @@
 import type { AlgorithmParams, AlgorithmVerdict, RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
-import { deniedDecision, extendedLockout, lockoutNote, lockoutUntil, newLockout, type LockoutValue } from '../lockouts';
 import type {
   DecisionMode,
   KeySlot,
@@ -8,12 +7,11 @@ import type {
   OverrideWriteResult,
   RateLimitCall,
   RateLimitStore,
-  StateSlot,
   StoreDecision,
   StoreVerdict,
 } from '../store.interface';
-import { Verdict } from '../verdicts';
 import { MemoryKeyspace } from './memory-keyspace';
+import { emptyVerdict, MemoryRules, paramsAt, type PolicyCall } from './memory-rules';
 
 /** A source of time in milliseconds; tests inject a fake one. */
 export type RateLimitClock = () => number;
@@ -37,16 +35,29 @@ export interface MemoryStoreOptions {
 export class MemoryStore implements RateLimitStore {
   /** Decides in this process: its deny entries need no copy in front of it. */
   readonly inProcess = true;
-  /** Set by the first deny written: until then no decision reads a deny key (the usual store has none). */
-  private hasDenials = false;
-  /** Set by the first lockout written (`blockFor`, `block()`): until then no decision reads a lockout key. */
-  private hasLockouts = false;
   /** Each key's value and expiry, bounded by `maxKeys`. */
   private readonly keyspace: MemoryKeyspace;
+  /** What decides each policy: the one place of the deny, lockout, capacity and `blockFor` rules. */
+  private readonly rules: MemoryRules;
   /** The injected clock; undefined: `Date.now`, called as itself (through a field, the call is not inlined). */
   private readonly clock: RateLimitClock | undefined;
   /** The algorithm verdict of a single-policy decision waiting to be committed (no array per decision). */
   private readonly single: Array<AlgorithmVerdict<unknown> | undefined> = [undefined];
+  /** The call {@link consumePlain} decides, its fields set per decision (no object per decision). */
+  private readonly plainCall: PolicyCall = {
+    algorithm: undefined!,
+    params: undefined!,
+    cost: 0,
+    hold: 0,
+    blockForMs: 0,
+    escalate: undefined,
+    stateKey: '',
+    stateSlot: undefined,
+    blockKey: '',
+    token: '',
+  };
+  /** The verdict {@link consumePlain} answers with, valid until the store's next decision. */
+  private readonly plainVerdict: StoreVerdict = emptyVerdict();
   /** Runtime overrides by field (see {@link writeOverride}), apart from the counters: `maxKeys` never evicts them. */
   private readonly overrides = new Map<string, { value: string; untilMs: number }>();
   /** Moves on with every write to {@link overrides}. */
@@ -56,6 +67,7 @@ export class MemoryStore implements RateLimitStore {
 
   constructor(options: MemoryStoreOptions = {}) {
     this.keyspace = new MemoryKeyspace(options.maxKeys ?? 100_000);
+    this.rules = new MemoryRules(this.keyspace);
     this.clock = options.clock;
   }
 
@@ -77,16 +89,14 @@ export class MemoryStore implements RateLimitStore {
   /** The decision, synchronously (see {@link RateLimitStore.decideSync}). */
   decideSync(calls: readonly RateLimitCall[], mode: DecisionMode): StoreDecision {
     const now = this.now();
-    if (this.hasDenials) {
-      const denied = this.denied(calls, now);
-      if (denied) return denied;
-    }
+    const denied = this.rules.denied(calls, now);
+    if (denied) return denied;
     const verdicts = new Array<StoreVerdict>(calls.length);
     const charges = calls.length === 1 ? this.single : new Array<AlgorithmVerdict<unknown> | undefined>(calls.length);
-    charges[0] = undefined;
     let allowed = true;
     for (let i = 0; i < calls.length; i++) {
-      const verdict = (verdicts[i] = this.check(calls[i], now, mode, charges, i));
+      const verdict = (verdicts[i] = emptyVerdict());
+      charges[i] = this.rules.decide(calls[i], mode, now, verdict);
       if (!verdict.allowed) allowed = false;
     }
     if (mode === 'consume' && allowed) {
@@ -95,27 +105,29 @@ export class MemoryStore implements RateLimitStore {
         if (charge) this.keyspace.writeState(calls[i].stateKey, calls[i].stateSlot, charge.next, charge.ttlMs, now);
       }
     } else this.reportUncharged(calls, verdicts, now);
+    charges[0] = undefined;
     return { nowMs: now, allowed, verdicts };
   }
 
   /**
-   * What {@link decideSync} decides for a consume of one policy that needs nothing but its counter, without a
-   * call, a decision or a verdict to copy (see {@link RateLimitStore.consumePlain}): `undefined` once a deny or
-   * a lockout was ever written, or when the cost exceeds the capacity.
+   * What {@link decideSync} decides for a consume of one policy with neither lockout nor lease, without a
+   * call, a decision or a verdict array (see {@link RateLimitStore.consumePlain}): the same rules, on the
+   * state slot the caller keeps. Its verdict is valid until the store's next decision; `undefined` once a deny
+   * or a lockout was ever written (the caller has no deny or lockout key to read).
    */
-  consumePlain(
-    state: KeySlot,
-    algorithm: RateLimitAlgorithm,
-    params: AlgorithmParams,
-    cost: number,
-  ): AlgorithmVerdict<unknown> | undefined {
-    if (this.hasDenials || this.hasLockouts) return undefined;
+  consumePlain(state: KeySlot, algorithm: RateLimitAlgorithm, params: AlgorithmParams, cost: number): StoreVerdict | undefined {
+    const rules = this.rules;
+    if (rules.hasDenials || rules.hasLockouts) return undefined;
     const now = this.now();
-    const at = paramsAt(params, now);
-    if (cost > (algorithm.usesBurst ? at.burst : at.limit)) return undefined;
-    const v = this.verdict(state.key, state, algorithm, at, cost, '', now);
-    if (v.allowed) this.keyspace.writeState(state.key, state, v.next, v.ttlMs, now);
-    return v;
+    const call = this.plainCall;
+    call.algorithm = algorithm;
+    call.params = params;
+    call.cost = cost;
+    call.stateKey = state.key;
+    call.stateSlot = state;
+    const charge = rules.decide(call, 'consume', now, this.plainVerdict);
+    if (charge) this.keyspace.writeState(state.key, state, charge.next, charge.ttlMs, now);
+    return this.plainVerdict;
   }
 
   async refund(calls: readonly RateLimitCall[]): Promise<void> {
@@ -141,12 +153,7 @@ export class MemoryStore implements RateLimitStore {
 
   async block(calls: readonly RateLimitCall[], ms: number): Promise<void> {
     const now = this.now();
-    this.hasLockouts = true;
-    for (const call of calls) {
-      if (call.blockKey === call.denyKey) this.hasDenials = true;
-      const next = extendedLockout(this.keyspace.read(call.blockKey, now) as LockoutValue | undefined, now, ms, call.escalate, call.token);
-      if (next) this.keyspace.write(call.blockKey, next.value, next.ttlMs, now);
-    }
+    for (const call of calls) this.rules.block(call, ms, now);
   }
 
   async delete(keys: readonly string[]): Promise<void> {
@@ -191,83 +198,6 @@ export class MemoryStore implements RateLimitStore {
     for (const [field, { untilMs }] of this.overrides) if (untilMs > 0 && untilMs <= now) this.setOverride(field, undefined);
   }
 
-  /**
-   * As decide.lua: every policy rejected when the decision's tracker is denied. Read with `touch`, so a denied
-   * tracker that keeps calling is the last its `maxKeys` bound evicts.
-   */
-  private denied(calls: readonly RateLimitCall[], now: number): StoreDecision | undefined {
-    const denyKey = calls[0]?.denyKey;
-    if (denyKey === undefined) return undefined;
-    const denial = this.keyspace.read(denyKey, now, true) as LockoutValue | undefined;
-    if (denial === undefined || lockoutUntil(denial) <= now) return undefined;
-    return deniedDecision(calls.length, lockoutUntil(denial) - now, now, lockoutNote(denial));
-  }
-
-  /** Checks call `i`; `charges[i]` gets its algorithm verdict to commit when allowed (stays empty otherwise). */
-  private check(
-    call: RateLimitCall,
-    now: number,
-    mode: DecisionMode,
-    charges: Array<AlgorithmVerdict<unknown> | undefined>,
-    i: number,
-  ): StoreVerdict {
-    const lockout = this.hasLockouts ? (this.keyspace.read(call.blockKey, now) as LockoutValue | undefined) : undefined;
-    const until = lockout === undefined ? undefined : lockoutUntil(lockout);
-    if (until !== undefined && until > now) {
-      const left = until - now;
-      return { allowed: false, remaining: 0, resetMs: left, retryAfterMs: left, delayMs: 0, moreQuotaMs: left, reason: Verdict.Blocked };
-    }
-    const { algorithm, cost, hold = 0 } = call;
-    const params = paramsAt(call.params, now);
-    const capacity = algorithm.usesBurst ? params.burst : params.limit;
-    // A reserve, as decide-one.lua: checked with the units held back, charged the cost alone.
-    let v = this.verdict(call.stateKey, call.stateSlot, algorithm, params, cost + hold, call.token, now);
-    let reserved = false;
-    if (hold > 0 && cost + hold <= capacity) {
-      const plain = this.verdict(call.stateKey, call.stateSlot, algorithm, params, cost, call.token, now);
-      if (v.allowed) v = plain;
-      else reserved = plain.allowed;
-    }
-    const verdict: StoreVerdict = {
-      allowed: v.allowed,
-      remaining: hold > 0 ? Math.max(v.remaining - hold, 0) : v.remaining,
-      resetMs: v.resetMs,
-      retryAfterMs: v.retryAfterMs,
-      delayMs: v.delayMs,
-      moreQuotaMs: v.moreQuotaMs,
-      reason: v.allowed ? Verdict.Allowed : reserved ? Verdict.Reserved : Verdict.Limited,
-    };
-    if (cost + hold > capacity) {
-      return { ...verdict, allowed: false, retryAfterMs: -1, reason: Verdict.CostExceedsCapacity };
-    }
-    if (!v.allowed && !reserved && call.blockForMs > 0 && mode === 'consume') {
-      const { lengthMs, value, ttlMs } = newLockout(call.blockForMs, call.escalate, lockout, now);
-      this.hasLockouts = true;
-      this.keyspace.write(call.blockKey, value, ttlMs, now);
-      verdict.retryAfterMs = Math.max(verdict.retryAfterMs, lengthMs);
-      verdict.resetMs = Math.max(verdict.resetMs, lengthMs);
-      verdict.moreQuotaMs = Math.max(verdict.moreQuotaMs, lengthMs);
-      verdict.reason = Verdict.Blocked;
-    }
-    if (v.allowed) charges[i] = v;
-    return verdict;
-  }
-
-  /** The algorithm's verdict on the state under `key`, whose rewrite for changed params (if any) is stored whatever the outcome. */
-  private verdict(
-    key: string,
-    slot: StateSlot | undefined,
-    algorithm: RateLimitAlgorithm,
-    params: AlgorithmParams,
-    cost: number,
-    token: string,
-    now: number,
-  ): AlgorithmVerdict<unknown> {
-    const v = algorithm.check(this.keyspace.readState(key, slot, now), params, cost, now, token);
-    if (v.rewrite) this.keyspace.writeState(key, slot, v.rewrite.next, v.rewrite.ttlMs, now);
-    return v;
-  }
-
   /** As decide.lua: when nothing was charged, policies that allowed report their quota as it stands. */
   private reportUncharged(calls: readonly RateLimitCall[], verdicts: StoreVerdict[], now: number): void {
     calls.forEach((call, i) => {
@@ -277,14 +207,4 @@ export class MemoryStore implements RateLimitStore {
       verdicts[i] = { ...verdicts[i], remaining, resetMs: v.resetMs, delayMs: 0, moreQuotaMs: v.moreQuotaMs };
     });
   }
-}
-
-/**
- * `params` for a decision at `now`. A calendar window's periods computed on another clock than this store's
- * (a `RateLimiterService` call under a test clock) are recomputed around this store's now: its clock is the
- * only one its decisions read, so, unlike Redis, it is never a period away from them.
- */
-function paramsAt(params: AlgorithmParams, now: number): AlgorithmParams {
-  const { periods } = params;
-  return periods === undefined || periods.holds(now) ? params : periods.around(now).params(params.limit, params.burst);
 }
