@@ -154,6 +154,11 @@ describe('deny list on the memory store (exact)', () => {
 });
 
 /** An "instance": a service with its own engine on `store`, whose deny list reads `clock`; its poll is driven by hand. */
+/** Redis `TIME` as ms. */
+function redisMs([seconds, micros]: ReadonlyArray<string | number>): number {
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
 function instance(store: RateLimitStore, clock: { now: number }, prefix = 'rl'): RateLimiterService & { engine: RateLimitEngine } {
   const engine = new RateLimitEngine(store, { clock: () => clock.now, prefix });
   return Object.assign(new RateLimiterService(engine, registry, { prefix }), { engine });
@@ -369,14 +374,16 @@ function realStoreScenarios(name: string, setup: () => { client: Redis | Cluster
       const clockB = { now: 0 };
       const b = instance(createStore({ redis: client, prefix }, registry), clockB, prefix);
       const short = tracker();
-      await a.deny(short, 50);
+      // Long enough that B's poll sees it in force however busy the machine is; B's own clock is the test's.
+      await a.deny(short, 2_000);
       await poll(b);
       expect(await b.consume(A, short)).toMatchObject({ allowed: false, reason: 'blocked' });
-      clockB.now += 50;
+      clockB.now += 2_000;
       expect(await b.consume(A, short)).toMatchObject({ allowed: true, remaining: 4 });
-      // A lower bound only: the store's own clock must have passed the end.
-      await new Promise((resolve) => setTimeout(resolve, 60));
+      // Until the store's own clock has passed the end (read from it, not assumed).
       const field = `${prefix}:{by%3A${short}}:deny`;
+      const end = Number(await client.zscore(`${prefix}:{overrides}:denies:until`, field));
+      while (redisMs(await client.time()) <= end) await new Promise((resolve) => setTimeout(resolve, 50));
       expect(await client.hexists(`${prefix}:{overrides}:denies`, field)).toBe(1);
       await a.deny(tracker(), '1m');
       expect(await client.hexists(`${prefix}:{overrides}:denies`, field)).toBe(0);
