@@ -1,4 +1,4 @@
-import { heldUnits } from '../policy/compile-policy';
+import { heldUnits } from '../policy/compile-reserve';
 import { MemoryStore } from '../stores/memory/memory.store';
 import type { DecisionMode, RateLimitCall, StoreDecision, StoreVerdict } from '../stores/store.interface';
 import { Verdict } from '../stores/verdicts';

@@ -15,7 +15,8 @@ import type {
   StoreFallback,
   StoreVerdict,
 } from '../stores/store.interface';
-import { reserveHold, type CompiledPolicy } from '../policy/compile-policy';
+import type { CompiledPolicy } from '../policy/compile-policy';
+import { reserveHold } from '../policy/compile-reserve';
 import { DENY_KEY_SUFFIX } from '../shared/keys';
 import { StringMemo } from '../shared/string-memo';
 

@@ -11,7 +11,8 @@ import type { RateLimitCriticality } from '../../lib/interfaces/overload.interfa
 import { RATE_LIMIT_ALGORITHMS } from '../../lib/interfaces/policy.interface';
 import { RateLimitEngine } from '../../lib/pipeline/rate-limit.engine';
 import { SheddingStore } from '../../lib/pipeline/shedding.store';
-import { compilePolicy, heldUnits, reserveHold } from '../../lib/policy/compile-policy';
+import { compilePolicy } from '../../lib/policy/compile-policy';
+import { heldUnits, reserveHold } from '../../lib/policy/compile-reserve';
 import { buildRoutePlan } from '../../lib/routes/route-plan';
 import { trackerKeyPrefix } from '../../lib/shared/keys';
 import { MemoryStore } from '../../lib/stores/memory/memory.store';
