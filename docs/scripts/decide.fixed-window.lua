@@ -221,8 +221,9 @@ ALG[1] = {
         if ttl > 1 then ends = ttl end
       end
       if not ends then
-        if not now then
-          -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
+        if not start then
+          -- A one-policy call that read no clock yet; its window is a number of ms (a calendar window goes to
+          -- decide.lua, with the clock).
           start = math.floor(now / window) * window
           stop = start + window
         end
@@ -343,13 +344,14 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, bu
       if ttl > 1 then ends = ttl end
     end
     if not ends then
-      if not now then
+      if not start then
+        -- A one-policy call that read no clock yet; its window is a number of ms (a calendar window goes to
+        -- decide.lua, with the clock).
         if not now then
           local t = redis.call('TIME')
           now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
           reply[1] = now
         end
-        -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
         start = math.floor(now / window) * window
         stop = start + window
       end
@@ -448,13 +450,14 @@ DECIDE_ONE[1] = function(reply, o, now, mode, key, bkey, cost, limit, window, bu
         if ttl > 1 then ends = ttl end
       end
       if not ends then
-        if not now then
+        if not start then
+          -- A one-policy call that read no clock yet; its window is a number of ms (a calendar window goes to
+          -- decide.lua, with the clock).
           if not now then
             local t = redis.call('TIME')
             now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
             reply[1] = now
           end
-          -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
           start = math.floor(now / window) * window
           stop = start + window
         end

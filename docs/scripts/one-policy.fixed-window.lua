@@ -195,13 +195,14 @@ repeat
       if ttl > 1 then ends = ttl end
     end
     if not ends then
-      if not now then
+      if not start then
+        -- A one-policy call that read no clock yet; its window is a number of ms (a calendar window goes to
+        -- decide.lua, with the clock).
         if not now then
           local t = redis.call('TIME')
           now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
           reply[1] = now
         end
-        -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
         start = math.floor(now / window) * window
         stop = start + window
       end
@@ -300,13 +301,14 @@ repeat
         if ttl > 1 then ends = ttl end
       end
       if not ends then
-        if not now then
+        if not start then
+          -- A one-policy call that read no clock yet; its window is a number of ms (a calendar window goes to
+          -- decide.lua, with the clock).
           if not now then
             local t = redis.call('TIME')
             now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
             reply[1] = now
           end
-          -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
           start = math.floor(now / window) * window
           stop = start + window
         end

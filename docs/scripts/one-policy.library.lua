@@ -1,4 +1,4 @@
-#!lua name=ratelimit_d4040523f237
+#!lua name=ratelimit_2608b056382f
 do
 --[[
   The script for one decision of one policy (decide-one.lua): what every quiet API, a Cluster and
@@ -128,7 +128,7 @@ end
 
 
 
-redis.register_function('rl_d4040523f237_fw', function(KEYS, ARGV)
+redis.register_function('rl_2608b056382f_fw', function(KEYS, ARGV)
 local now
 if ARGV[2] then
   local t = redis.call('TIME')
@@ -199,13 +199,14 @@ repeat
       if ttl > 1 then ends = ttl end
     end
     if not ends then
-      if not now then
+      if not start then
+        -- A one-policy call that read no clock yet; its window is a number of ms (a calendar window goes to
+        -- decide.lua, with the clock).
         if not now then
           local t = redis.call('TIME')
           now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
           reply[1] = now
         end
-        -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
         start = math.floor(now / window) * window
         stop = start + window
       end
@@ -304,13 +305,14 @@ repeat
         if ttl > 1 then ends = ttl end
       end
       if not ends then
-        if not now then
+        if not start then
+          -- A one-policy call that read no clock yet; its window is a number of ms (a calendar window goes to
+          -- decide.lua, with the clock).
           if not now then
             local t = redis.call('TIME')
             now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
             reply[1] = now
           end
-          -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
           start = math.floor(now / window) * window
           stop = start + window
         end
@@ -543,7 +545,7 @@ end
 
 
 
-redis.register_function('rl_d4040523f237_s', function(KEYS, ARGV)
+redis.register_function('rl_2608b056382f_s', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -786,7 +788,7 @@ end
 
 
 
-redis.register_function('rl_d4040523f237_sl', function(KEYS, ARGV)
+redis.register_function('rl_2608b056382f_sl', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -1080,7 +1082,7 @@ end
 
 
 
-redis.register_function('rl_d4040523f237_t', function(KEYS, ARGV)
+redis.register_function('rl_2608b056382f_t', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -1346,7 +1348,7 @@ end
 
 
 
-redis.register_function('rl_d4040523f237_g', function(KEYS, ARGV)
+redis.register_function('rl_2608b056382f_g', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -1599,7 +1601,7 @@ end
 
 
 
-redis.register_function('rl_d4040523f237_l', function(KEYS, ARGV)
+redis.register_function('rl_2608b056382f_l', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
@@ -1841,7 +1843,7 @@ end
 
 
 
-redis.register_function('rl_d4040523f237_cc', function(KEYS, ARGV)
+redis.register_function('rl_2608b056382f_cc', function(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cost, limit, window, blockFor, token = string.match(ARGV[1], '^(%S+) (%S+) (%S+) (%S+) ?(.*)$')

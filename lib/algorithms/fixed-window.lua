@@ -78,9 +78,10 @@ if n > 0 and not now then
   if ttl > 1 then ends = ttl end
 end
 if not ends then
-  if not now then
+  if not start then
+    -- A one-policy call that read no clock yet; its window is a number of ms (a calendar window goes to
+    -- decide.lua, with the clock).
     --@now
-    -- A one-policy call's window is a number of ms (a calendar window goes to decide.lua, with the clock).
     start = math.floor(now / window) * window
     stop = start + window
   end
