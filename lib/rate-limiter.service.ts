@@ -1,6 +1,5 @@
 import { Inject, Injectable, Optional, type BeforeApplicationShutdown, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimitAlgorithmRegistry } from './algorithms/algorithm.registry';
-import { RateLimitConfigError } from './errors/rate-limit-config.error';
 import type { RateLimitDecision } from './interfaces/decision.interface';
 import type { RateLimitModuleOptions } from './interfaces/module-options.interface';
 import type { RateLimitOverride, RateLimitOverrideEntry, RateLimitOverrideOptions } from './interfaces/override.interface';
@@ -15,19 +14,17 @@ import type {
   WrapFetchOptions,
 } from './interfaces/service.interface';
 import type { RateLimitDenial } from './pipeline/deny-list';
-import { RateLimitEngine, type EngineDecision, type PolicyRequest } from './pipeline/rate-limit.engine';
+import { RateLimitEngine } from './pipeline/rate-limit.engine';
 import { RateLimitAdmin } from './rate-limit-admin.service';
 import { RATE_LIMIT_OPTIONS } from './rate-limit.module-definition';
 import { RateLimitOutbound } from './rate-limit-outbound.service';
 import type { RateLimitAdaptivePolicy, RateLimitAdmission, RateLimitCriticality } from './interfaces/overload.interface';
 import { AdaptiveAdmissions } from './service/adaptive-admissions';
 import { RateLimitAdaptiveLimits } from './overload/adaptive-limits';
-import { leaseOf } from './service/lease';
 import type { PartnerResponse } from './service/partner-response';
-import { assertReservable, reservationOf, type RateLimitReservation } from './service/reservation';
-import { priorityOf, ServiceCalls } from './service/service-calls';
-import { MAX_POLICIES_PER_DECISION, type DecisionMode } from './stores/store.interface';
-import { penalizeIn } from './stores/store-health';
+import type { RateLimitReservation } from './service/reservation';
+import { ServiceCalls } from './service/service-calls';
+import { ServiceDecisions } from './service/service-decisions';
 
 export type {
   AcquireOptions,
@@ -56,6 +53,8 @@ export type {
 @Injectable()
 export class RateLimiterService implements BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly calls: ServiceCalls;
+  /** What the methods below decide, and how (see {@link ServiceDecisions}). */
+  private readonly decisions: ServiceDecisions;
   private readonly admin: RateLimitAdmin;
   private readonly outbound: RateLimitOutbound;
   private readonly adaptive: AdaptiveAdmissions;
@@ -75,6 +74,7 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
     @Optional() adaptiveLimits?: RateLimitAdaptiveLimits,
   ) {
     this.calls = calls ?? new ServiceCalls(engine, registry, options);
+    this.decisions = new ServiceDecisions(this.calls);
     this.admin = admin ?? new RateLimitAdmin(this.calls);
     this.outbound = outbound ?? new RateLimitOutbound(this.calls, options);
     this.adaptive = new AdaptiveAdmissions(adaptiveLimits ?? new RateLimitAdaptiveLimits(options.hooks, options.nearLimitRatio));
@@ -86,24 +86,15 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * @example const d = await limiter.consume(exportsPolicy, tenantId, { priority: 'critical' });
    */
   consume(policy: RateLimitPolicy, key: string, options: ConsumeOptions = {}): Promise<RateLimitDecision> {
-    return this.decideOne(policy, key, options, 'consume');
+    return this.decisions.one(policy, key, options, 'consume');
   }
 
   /**
    * Takes from every policy atomically, in one store call: when any rejects, none is charged.
    * Policies must have distinct names.
    */
-  async consumeAll(policies: readonly RateLimitPolicy[], key: string, options: ConsumeOptions = {}): Promise<MultiDecision> {
-    const requests = policies.map((policy) => this.calls.request(policy, options.cost, key));
-    assertDistinctNames(requests);
-    const { allowed, decisions } = await this.calls.engine.decide(
-      this.calls.trackerKeys(key),
-      requests,
-      'consume',
-      priorityOf(options.priority),
-    );
-    this.calls.assertOpen();
-    return { allowed, decisions };
+  consumeAll(policies: readonly RateLimitPolicy[], key: string, options: ConsumeOptions = {}): Promise<MultiDecision> {
+    return this.decisions.all(policies, key, options);
   }
 
   /**
@@ -115,23 +106,17 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * const r = await limiter.reserve([tokensPerMinute, tokensPerDay], apiKey, { cost: maxTokens });
    * if (r.allowed) await r.settle((await complete(prompt, maxTokens)).usage.totalTokens);
    */
-  async reserve(
+  reserve(
     policies: RateLimitPolicy | readonly RateLimitPolicy[],
     key: string,
     options: ConsumeOptions = {},
   ): Promise<RateLimitReservation> {
-    const requests = ([] as RateLimitPolicy[])
-      .concat(policies)
-      .map((policy): PolicyRequest => ({ ...this.calls.request(policy, options.cost, key), settled: true }));
-    assertReservable(requests);
-    const result = await this.calls.engine.decide(this.calls.trackerKeys(key), requests, 'consume', priorityOf(options.priority));
-    this.calls.assertOpen();
-    return reservationOf(this.calls.engine, result, () => this.calls.assertOpen());
+    return this.decisions.reserve(policies, key, options);
   }
 
   /** What `consume` would decide now, without taking anything. */
   peek(policy: RateLimitPolicy, key: string, options: ConsumeOptions = {}): Promise<RateLimitDecision> {
-    return this.decideOne(policy, key, options, 'peek');
+    return this.decisions.one(policy, key, options, 'peek');
   }
 
   /** Restores `key`'s full quota under `policy` and lifts any lockout (as `RateLimitAdmin.reset`). */
@@ -144,10 +129,8 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * from 1 to the policy's capacity (`burst` for the bucket algorithms, `limit` otherwise), since more can
    * never have been taken; other values reject with a RateLimitConfigError.
    */
-  async refund(policy: RateLimitPolicy, key: string, cost = 1): Promise<void> {
-    await this.calls.engine.refund(
-      this.calls.engine.calls(this.calls.trackerKeys(key), [this.calls.boundedRequest('refund', policy, key, cost)]),
-    );
+  refund(policy: RateLimitPolicy, key: string, cost = 1): Promise<void> {
+    return this.decisions.refund(policy, key, cost);
   }
 
   /**
@@ -159,17 +142,8 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * {@link block} expresses exactly; `concurrency` takes leases, not penalties.
    * @example await limiter.penalty(loginPolicy, username, 3);
    */
-  async penalty(policy: RateLimitPolicy, key: string, cost = 1): Promise<RateLimitDecision> {
-    const request = this.calls.boundedRequest('penalty', policy, key, cost);
-    if (request.compiled.algorithm.name === 'concurrency') {
-      throw new RateLimitConfigError(
-        `penalty: policy '${request.compiled.name}' uses 'concurrency', which takes leases; penalties need a counter.`,
-      );
-    }
-    const calls = this.calls.engine.calls(this.calls.trackerKeys(key), [request]);
-    const { verdicts } = await penalizeIn(this.calls.engine.store, calls);
-    this.calls.assertOpen();
-    return this.calls.engine.toDecisions([request], verdicts)[0];
+  penalty(policy: RateLimitPolicy, key: string, cost = 1): Promise<RateLimitDecision> {
+    return this.decisions.penalty(policy, key, cost);
   }
 
   /**
@@ -178,21 +152,8 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    * may outlast it keeps it with `extend()`.
    * @example const lease = await limiter.lease(exportsPolicy, tenantId); try { … } finally { await lease.release(); }
    */
-  async lease(policy: RateLimitPolicy, key: string, options: LeaseOptions = {}): Promise<RateLimitLease> {
-    const request = this.calls.request(policy, undefined, key);
-    if (request.compiled.algorithm.name !== 'concurrency') {
-      throw new RateLimitConfigError(
-        `lease: policy '${request.compiled.name}' uses '${request.compiled.algorithm.name}'; leases need algorithm 'concurrency'.`,
-      );
-    }
-    const { decisions, calls } = await this.calls.engine.decide(
-      this.calls.trackerKeys(key),
-      [request],
-      'consume',
-      priorityOf(options.priority),
-    );
-    this.calls.assertOpen();
-    return leaseOf(this.calls.engine, request.compiled, decisions[0], calls, () => this.calls.assertOpen());
+  lease(policy: RateLimitPolicy, key: string, options: LeaseOptions = {}): Promise<RateLimitLease> {
+    return this.decisions.lease(policy, key, options);
   }
 
   /**
@@ -300,49 +261,5 @@ export class RateLimiterService implements BeforeApplicationShutdown, OnApplicat
    */
   onApplicationShutdown(): void {
     this.outbound.onApplicationShutdown();
-  }
-
-  /**
-   * One policy's decision as one promise, however the store answers: an in-process answer (memory store, a
-   * shed hot key) is not awaited again. Bad input rejects the promise, as it would from an `async` method.
-   */
-  private decideOne(policy: RateLimitPolicy, key: string, options: ConsumeOptions, mode: DecisionMode): Promise<RateLimitDecision> {
-    try {
-      const { engine } = this.calls;
-      const known = this.calls.serviceKey(key);
-      const request = this.calls.overridden(this.calls.request(policy, options.cost), known);
-      const plain =
-        mode === 'consume' && engine.takesPlain(request)
-          ? engine.consumePlain(this.calls.stateSlot(known, request.compiled), request)
-          : undefined;
-      if (plain !== undefined) return Promise.resolve(plain);
-      const result = engine.decideNowOrLater(known.keys, [request], mode, priorityOf(options.priority));
-      return result instanceof Promise ? result.then(this.openDecision) : Promise.resolve(firstDecision(result));
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
-  }
-
-  /** The first decision of a result that arrived; rejects it when the module closed meanwhile. */
-  private readonly openDecision = (result: EngineDecision): RateLimitDecision => {
-    this.calls.assertOpen();
-    return result.decisions[0];
-  };
-}
-
-function firstDecision(result: EngineDecision): RateLimitDecision {
-  return result.decisions[0];
-}
-
-function assertDistinctNames(requests: readonly PolicyRequest[]): void {
-  if (requests.length > MAX_POLICIES_PER_DECISION) {
-    throw new RateLimitConfigError(`consumeAll: ${requests.length} policies; at most ${MAX_POLICIES_PER_DECISION} are decided together.`);
-  }
-  const names = new Set<string>();
-  for (const { compiled } of requests) {
-    if (names.has(compiled.name)) {
-      throw new RateLimitConfigError(`consumeAll: two policies are named '${compiled.name}'; give each policy of one call its own name.`);
-    }
-    names.add(compiled.name);
   }
 }

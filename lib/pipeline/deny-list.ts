@@ -3,7 +3,6 @@ import { RateLimitConfigError } from '../errors/rate-limit-config.error';
 import { RateLimitStoreError } from '../errors/rate-limit-store.error';
 import type { Duration } from '../interfaces/policy.interface';
 import { MAX_DENIES } from '../stores/deny-bounds';
-import { deniedDecision } from '../stores/lockouts';
 import type {
   DenyRead,
   DenyWrite,
@@ -15,6 +14,7 @@ import type {
 } from '../stores/store.interface';
 import { DenyCarryOver } from './deny-carry-over';
 import { bounded, dateOf, denyLength, storeFailed, validReason } from './deny-input';
+import { HeldDenies } from './held-denies';
 
 export { MAX_DENIES };
 import { Verdict } from '../stores/verdicts';
@@ -25,12 +25,6 @@ export interface RateLimitDenial {
   until: Date;
   /** The reason given to `deny()`, when there was one. */
   reason?: string;
-}
-
-/** A deny held here: its end on the store's clock, and its reason ('' for none). */
-interface Denial {
-  until: number;
-  note: string;
 }
 
 /**
@@ -62,13 +56,9 @@ export interface DenyChannel {
  */
 export class RateLimitDenyList {
   /** The denies in force by their 1.0 deny key (what a decision's calls name), on a remote store only. */
-  private readonly held: Map<string, Denial> | undefined;
-  /** The store's clock minus the local one at the last read or write, ms. */
-  private offset = 0;
+  private readonly held: HeldDenies | undefined;
   /** The channel's sequence number the held denies match; `undefined` until the first read. */
   private seq: string | undefined;
-  /** The soonest end of a deny held, store ms. */
-  private nextEnd = Infinity;
   private channel: DenyChannel | undefined;
   private carryOver: DenyCarryOver | undefined;
   /** The algorithm of the calls that write and read deny keys (a peek of cost 0 that no counter ever holds). */
@@ -79,7 +69,7 @@ export class RateLimitDenyList {
     private readonly store: RateLimitStore,
     private readonly clock: () => number = () => performance.now(),
   ) {
-    this.held = store.inProcess ? undefined : new Map<string, Denial>();
+    this.held = store.inProcess ? undefined : new HeldDenies(clock);
   }
 
   /** Whether any deny is held here (the engine reviews a fallback's answers only then). */
@@ -101,20 +91,10 @@ export class RateLimitDenyList {
 
   /**
    * The decision of `calls` when their tracker is denied: every policy rejected, as the store replied in 1.0
-   * (the deny's reason, retry after its end). `undefined` otherwise. While no deny is held, one property read.
+   * (the deny's reason, retry after its end). `undefined` otherwise (see {@link HeldDenies.answer}).
    */
   answer(calls: readonly RateLimitCall[]): StoreDecision | undefined {
-    const held = this.held;
-    if (held === undefined || held.size === 0) return undefined;
-    const denyKey = calls[0]?.denyKey;
-    const denial = denyKey === undefined ? undefined : held.get(denyKey);
-    if (denial === undefined) return undefined;
-    const now = this.clock() + this.offset;
-    if (denial.until <= now) {
-      held.delete(denyKey!);
-      return undefined;
-    }
-    return deniedDecision(calls.length, Math.ceil(denial.until - now), Math.floor(now), denial.note);
+    return this.held?.answer(calls);
   }
 
   /**
@@ -132,7 +112,8 @@ export class RateLimitDenyList {
    */
   async deny(denyKey: string, until: Duration | Date, reason: string | undefined): Promise<void> {
     const note = validReason(reason);
-    if (this.held === undefined) {
+    const held = this.held;
+    if (held === undefined) {
       const ms = until instanceof Date ? await this.msUntil(denyKey, until) : denyLength(until);
       await this.store.block([this.probe(denyKey, denyKey, ms, note)], ms);
       return;
@@ -152,8 +133,8 @@ export class RateLimitDenyList {
           `deny: ${MAX_DENIES} trackers are denied already, the most kept (every instance holds them all); allow() some, or wait for some to end, before denying more.`,
         );
       }
-      this.offset = written.nowMs - this.clock();
-      this.hold(denyKey, written.a, written.b, written.nowMs);
+      held.syncClock(written.nowMs);
+      held.hold(denyKey, written.a, written.b, written.nowMs);
       this.caughtUp(written.seq);
       return written;
     });
@@ -190,8 +171,8 @@ export class RateLimitDenyList {
       .catch((error: unknown) => {
         throw new RateLimitStoreError(`denied: the rate-limit store did not answer; the deny list lives there.`, { cause: error });
       });
-    const denial = this.held.get(denyKey);
-    if (denial === undefined || denial.until <= this.clock() + this.offset) return undefined;
+    const denial = this.held.inForce(denyKey);
+    if (denial === undefined) return undefined;
     const until = new Date(denial.until);
     return denial.note === '' ? { until } : { until, reason: denial.note };
   }
@@ -203,23 +184,8 @@ export class RateLimitDenyList {
   apply(read: DenyRead, nowMs: number): void {
     const held = this.held;
     if (held === undefined) return;
-    this.offset = nowMs - this.clock();
-    const changes = read.changes;
-    if (changes !== undefined) {
-      if (changes.complete) {
-        held.clear();
-        this.nextEnd = Infinity;
-      }
-      for (const [field, value] of changes.entries) {
-        if (value === '') held.delete(field);
-        else {
-          const bar = value.indexOf('|');
-          this.hold(field, Number(bar < 0 ? value : value.slice(0, bar)), bar < 0 ? '' : value.slice(bar + 1), nowMs);
-        }
-      }
-    }
+    held.apply(read.changes, nowMs);
     this.seq = read.seq;
-    if (nowMs >= this.nextEnd) this.sweep(nowMs);
     this.carryOver?.due(read.carryOver);
   }
 
@@ -229,26 +195,6 @@ export class RateLimitDenyList {
    */
   carryOverNow(): Promise<boolean> {
     return this.carryOver?.now() ?? Promise.resolve(false);
-  }
-
-  private hold(field: string, until: number, note: string, nowMs: number): void {
-    const held = this.held!;
-    if (!(until > nowMs)) {
-      held.delete(field);
-      return;
-    }
-    held.set(field, { until, note });
-    if (until < this.nextEnd) this.nextEnd = until;
-  }
-
-  /** Drops the denies that ended (each has been answered as ended already, if asked about). */
-  private sweep(nowMs: number): void {
-    let next = Infinity;
-    for (const [field, { until }] of this.held!) {
-      if (until <= nowMs) this.held!.delete(field);
-      else if (until < next) next = until;
-    }
-    this.nextEnd = next;
   }
 
   /** After this instance's write: when no other change came between, the held sequence number moves on. */
