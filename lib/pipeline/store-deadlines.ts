@@ -167,12 +167,16 @@ export class StoreDeadlines<C> {
     this.compact();
   }
 
-  /** Drops the consumed head of the queue once it is most of the array (amortised O(1) per call). */
+  /**
+   * Drops the consumed head of the queue on every tick (a tick's calls, plus those still in flight, are moved).
+   * Dropping it only once it was most of a long array kept settled entries through young-generation collections,
+   * and the process could settle in a regime where every collection promoted megabytes (bench:node-path).
+   */
   private compact(): void {
     if (this.head === this.pending.length) {
       this.pending.length = 0;
       this.head = 0;
-    } else if (this.head > 1_024 && this.head * 2 > this.pending.length) {
+    } else if (this.head > 0) {
       this.pending.splice(0, this.head);
       this.head = 0;
     }
