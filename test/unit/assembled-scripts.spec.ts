@@ -62,3 +62,32 @@ test('a decision sends two keys per policy, its state and its lockout: no deny k
     'rl:{t}:b2',
   ]);
 });
+
+test("decide.lua's argument: each distinct shape once, a unit decision's shape the same whether made or remembered", () => {
+  const registry = new RateLimitAlgorithmRegistry();
+  const params = { limit: 5, windowMs: 60_000, burst: 5 };
+  const call: RateLimitCall = {
+    algorithm: registry.get('fixed-window'),
+    params,
+    cost: 1,
+    blockForMs: 0,
+    stateKey: 'rl:{t}:s',
+    blockKey: 'rl:{t}:b',
+    token: '',
+    fallback: 'insurance',
+    refundable: false,
+  };
+  const args = () =>
+    new DecideCall()
+      .add([call], 'c')
+      .add([{ ...call, blockForMs: 1_000 }], 'c')
+      .add([{ ...call, algorithm: registry.get('gcra') }], 'p')
+      .add([{ ...call, cost: 3, hold: 2 }], 'c')
+      .add([call, { ...call, token: 'a b' }], 'c').args;
+  const expected = [
+    '[[[1,1,5,60000,5,0],[1,1,5,60000,5,1000],[5,1,5,60000,5,0],[1,3,5,60000,5,0,2]],1,1,1,0,1,1,2,0,2,1,3,0,1,1,4,0,1,2,1,0,1,"a b"]',
+  ];
+  // Twice: the second time every unit shape comes from what the first remembered of `params`.
+  expect(args()).toEqual(expected);
+  expect(args()).toEqual(expected);
+});

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
+import type { AlgorithmParams } from '../../algorithms/algorithm.interface';
+import type { LockoutEscalation } from '../../policy/compile-escalation';
 import type { RateLimitCall, StoreDecision, StoreVerdict } from '../store.interface';
 import { Verdict } from '../verdicts';
 import { readsClockLazily } from './redis-scripts';
@@ -54,11 +56,10 @@ export class DecideCall {
     let json = `,${MODE_NUMBER[mode]},${calls.length}`;
     for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey, hold } of calls) {
       this.keys.push(stateKey, blockKey);
-      // An escalating lockout is [first, factor, max, forgiveAfter]; a plain one stays a number.
-      const blockFor =
-        escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
-      // A hold (policy `reserve`) is a seventh value, written only when there is one: the usual shape stays six.
-      const shape = `[${algorithm.id},${cost},${params.limit},${params.periods === undefined ? params.windowMs : params.periods.json},${params.burst},${blockFor}${hold ? `,${hold}` : ''}]`;
+      const shape =
+        cost === 1 && !hold && escalate === undefined && params.periods === undefined
+          ? unitShape(algorithm.id, params, blockForMs)
+          : shapeOf(algorithm.id, cost, params, blockForMs, escalate, hold);
       let index = this.shapes.get(shape);
       if (index === undefined) {
         index = this.shapes.size + 1;
@@ -75,6 +76,37 @@ export class DecideCall {
   get args(): string[] {
     return [`[[${this.shapesJson}]${this.json}]`];
   }
+}
+
+/** A decision's shape in decide.lua's argument (see {@link DecideCall}). */
+function shapeOf(
+  id: number,
+  cost: number,
+  params: AlgorithmParams,
+  blockForMs: number,
+  escalate: LockoutEscalation | undefined,
+  hold = 0,
+): string {
+  // An escalating lockout is [first, factor, max, forgiveAfter]; a plain one stays a number.
+  const blockFor = escalate === undefined ? blockForMs : `[${blockForMs},${escalate.factor},${escalate.maxMs},${escalate.forgiveAfterMs}]`;
+  // A hold (policy `reserve`) is a seventh value, written only when there is one: the usual shape stays six.
+  const window = params.periods === undefined ? params.windowMs : params.periods.json;
+  return `[${id},${cost},${params.limit},${window},${params.burst},${blockFor}${hold ? `,${hold}` : ''}]`;
+}
+
+/**
+ * The shape of a plain decision of one unit (a fixed window, no escalation, no hold) by its params, made once per
+ * params rather than per decision: each shape string made anew costs its number conversions and its hash in
+ * {@link DecideCall}'s map, and the garbage of every decision in a batch.
+ */
+const UNIT_SHAPES = new WeakMap<AlgorithmParams, { id: number; blockForMs: number; shape: string }>();
+
+function unitShape(id: number, params: AlgorithmParams, blockForMs: number): string {
+  const known = UNIT_SHAPES.get(params);
+  if (known !== undefined && known.id === id && known.blockForMs === blockForMs) return known.shape;
+  const shape = shapeOf(id, 1, params, blockForMs, undefined);
+  UNIT_SHAPES.set(params, { id, blockForMs, shape });
+  return shape;
 }
 
 /**
