@@ -3,23 +3,18 @@ import { RateLimitStoreError } from '../../errors/rate-limit-store.error';
 import { MAX_POLICIES_PER_DECISION, type RateLimitCall, type StoreDecision } from '../store.interface';
 import {
   DecideCall,
-  decisionKeyCount,
   explainForeignData,
   isOnePolicy,
-  luaScript,
   onePolicyCall,
   ownCall,
   parseDecision,
   parseOnePolicyReply,
   REPLY_PER_CALL,
-  type LuaScript,
-  type OwnScript,
 } from './redis-codec';
-import { composeAcrossSlotsScript, composeDecideScript, composeOnePolicyScript } from './redis-scripts';
+import { DecisionScripts } from './decision-scripts';
 import { cannotRunAcrossSlots, NOT_HERE, nothingRan, OUTAGE_REPLY } from './script-replies';
-import { OnePolicyFunctions } from './one-policy-functions';
 import { ServerClock } from './server-clock';
-import type { RedisScriptTransport, ScriptCall, ScriptRunner } from './transports/redis-transport';
+import type { RedisScriptTransport, ScriptCall } from './transports/redis-transport';
 
 /**
  * Most policy decisions in one batch call (a request of 8 policies counts 8). A full batch leaves at once, so
@@ -64,20 +59,13 @@ interface Queued {
  *   pipeline of calls of their own ({@link sendPipeline}), or each as its own call where the client has none.
  */
 export class ScriptDispatcher {
-  /** Per algorithm: one policy's decision (one-policy script), and one policy's refund, lockout or penalty (decide.lua). */
-  private readonly onePolicy = new Map<string, { script: LuaScript; run: ScriptRunner }>();
-  private readonly algorithm = new Map<string, { script: LuaScript; run: ScriptRunner }>();
-  /** decide.lua holding every algorithm; `anyAlgorithmRun[n]` calls it with n policies' keys. */
-  private readonly anyAlgorithm: LuaScript;
-  private readonly anyAlgorithmRun: ScriptRunner[] = [];
-  private readonly acrossSlots: LuaScript;
+  private readonly scripts: DecisionScripts;
   /** False once a master failed to compile the script across slots: pipelines (or calls of their own) from then on. */
   private acrossSlotsRuns = true;
   private queue: Queued[] = [];
   /** Policy decisions in {@link queue} (a batch leaves at {@link MAX_BATCH}). */
   private queuedPolicies = 0;
   private readonly clock = new ServerClock();
-  private readonly functions: OnePolicyFunctions;
 
   constructor(
     private readonly transport: RedisScriptTransport,
@@ -86,19 +74,7 @@ export class ScriptDispatcher {
     /** On a Cluster, the master serving a key's slot (undefined when the client's slot map does not say). */
     private readonly masterOf: (key: string) => string | undefined,
   ) {
-    for (const algorithm of algorithms) {
-      const { name, keyTag } = algorithm;
-      const one = luaScript(composeOnePolicyScript(algorithm));
-      const own = luaScript(composeDecideScript([algorithm]));
-      this.onePolicy.set(name, { script: one, run: transport.prepare(one, decisionKeyCount(1), `rlDecideOne_${keyTag}`) });
-      this.algorithm.set(name, { script: own, run: transport.prepare(own, decisionKeyCount(1), `rlDecide_${keyTag}`) });
-    }
-    this.anyAlgorithm = luaScript(composeDecideScript(algorithms));
-    for (let n = 1; n <= MAX_POLICIES_PER_DECISION; n++) {
-      this.anyAlgorithmRun[n] = transport.prepare(this.anyAlgorithm, decisionKeyCount(n), `rlDecideAll_${n}`);
-    }
-    this.acrossSlots = luaScript(composeAcrossSlotsScript(algorithms));
-    this.functions = new OnePolicyFunctions(transport, algorithms);
+    this.scripts = new DecisionScripts(transport, algorithms);
   }
 
   /** One decision of `calls` (one tracker's policies) in `mode` (`c` or `p`), batched as {@link Batching} says. */
@@ -124,23 +100,8 @@ export class ScriptDispatcher {
 
   /** `calls` in `mode` (any of decide.lua's) as a call of their own; resolves with the script's reply. */
   async sendOwnCall(calls: readonly RateLimitCall[], mode: string, call = ownCall(calls, mode)): Promise<unknown> {
-    const name = calls[0].algorithm.name;
-    const run =
-      call.script === 'one-policy'
-        ? this.onePolicy.get(name)?.run
-        : call.script === 'algorithm'
-          ? this.algorithm.get(name)?.run
-          : this.anyAlgorithmRun[calls.length];
-    if (!run) {
-      throw new RateLimitStoreError(
-        `A decision covers ${calls.length} policies of one tracker; at most ${MAX_POLICIES_PER_DECISION} are supported.`,
-        { outage: false },
-      );
-    }
     try {
-      const asFunction =
-        call.script === 'one-policy' ? this.functions.call(name, call.keys, call.args, true, () => run(call.keys, call.args)) : undefined;
-      return await (asFunction ?? run(call.keys, call.args));
+      return await this.scripts.sendOwn(calls, call);
     } catch (error) {
       throw await this.explainError(calls, error);
     }
@@ -179,10 +140,9 @@ export class ScriptDispatcher {
     const first = batch[0];
     if (batch.length === 1 && isOnePolicy(first.calls, first.mode)) {
       const { keys, args } = onePolicyCall(first.calls[0], first.mode);
-      const { name } = first.calls[0].algorithm;
-      const byScript = () => this.transport.evalScript(this.onePolicy.get(name)!.script, keys, args);
       // The one-policy script fails the call on an error (a key of the wrong type) where decide.lua reports it in place.
-      (this.functions.call(name, keys, args, false, byScript) ?? byScript())
+      this.scripts
+        .sendOnePolicy(first.calls[0].algorithm.name, keys, args)
         .then((reply) => first.resolve(this.onePolicyDecision(reply as Reply, first.calls[0])))
         .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
       return;
@@ -190,7 +150,7 @@ export class ScriptDispatcher {
     const call = new DecideCall();
     for (const { calls, mode } of batch) call.add(calls, mode);
     this.transport
-      .evalScript(this.anyAlgorithm, call.keys, call.args)
+      .evalScript(this.scripts.anyAlgorithm, call.keys, call.args)
       .then((reply) => this.settle(batch, reply as Reply))
       // The call failed as a whole (connection, timeout): whether it ran is unknown, so no decision is retried
       // (that could charge twice); each fails, as its own call would have.
@@ -245,8 +205,8 @@ export class ScriptDispatcher {
     // Sent on the master's own connection where the client allows it: routed by a key instead, the whole batch
     // would follow that one key's redirection during a reshard, away from every other key's master.
     const sent =
-      this.transport.evalOnNode?.(batch[0].master!, this.acrossSlots, args) ??
-      this.transport.evalScript(this.acrossSlots, [call.keys[0]], args);
+      this.transport.evalOnNode?.(batch[0].master!, this.scripts.acrossSlots, args) ??
+      this.transport.evalScript(this.scripts.acrossSlots, [call.keys[0]], args);
     sent
       .then((reply) => this.settle(batch, reply as Reply, true))
       .catch((error: unknown) => {
@@ -266,7 +226,11 @@ export class ScriptDispatcher {
    */
   private sendPipeline(batch: Queued[]): void {
     const own = batch.map(({ calls, mode }) => ownCall(calls, mode));
-    const calls: ScriptCall[] = own.map(({ script, keys, args }, i) => ({ script: this.scriptOf(batch[i].calls, script), keys, args }));
+    const calls: ScriptCall[] = own.map(({ script, keys, args }, i) => ({
+      script: this.scripts.scriptOf(batch[i].calls, script),
+      keys,
+      args,
+    }));
     this.transport.pipeline!(calls).then(
       (replies) =>
         batch.forEach((q, i) => {
@@ -302,12 +266,6 @@ export class ScriptDispatcher {
   /** A one-policy script's reply to `call`, as the decision it holds (its now found when the script read no clock). */
   private onePolicyDecision(reply: Reply, call: RateLimitCall): StoreDecision {
     return this.clock.complete(parseOnePolicyReply(reply), call.params.windowMs);
-  }
-
-  /** The script a call of its own runs, for a pipeline (which sends scripts, not prepared commands). */
-  private scriptOf(calls: readonly RateLimitCall[], script: OwnScript): LuaScript {
-    if (script === 'any-algorithm') return this.anyAlgorithm;
-    return (script === 'one-policy' ? this.onePolicy : this.algorithm).get(calls[0].algorithm.name)!.script;
   }
 
   /**
