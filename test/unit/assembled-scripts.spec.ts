@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RateLimitAlgorithmRegistry } from '../../lib/algorithms/algorithm.registry';
-import { DecideCall, decisionKeyCount, onePolicyCall } from '../../lib/stores/redis/redis-codec';
+import { DecideCall, decisionKeyCount, onePolicyCall, UnitShapes } from '../../lib/stores/redis/redis-codec';
 import { assembledScripts } from '../../lib/stores/redis/redis-scripts';
 import type { RateLimitCall } from '../../lib/stores/store.interface';
 
@@ -77,8 +77,9 @@ test("decide.lua's argument: each distinct shape once, a unit decision's shape t
     fallback: 'insurance',
     refundable: false,
   };
+  const shapes = new UnitShapes();
   const args = () =>
-    new DecideCall()
+    new DecideCall(shapes)
       .add([call], 'c')
       .add([{ ...call, blockForMs: 1_000 }], 'c')
       .add([{ ...call, algorithm: registry.get('gcra') }], 'p')
@@ -87,7 +88,7 @@ test("decide.lua's argument: each distinct shape once, a unit decision's shape t
   const expected = [
     '[[[1,1,5,60000,5,0],[1,1,5,60000,5,1000],[5,1,5,60000,5,0],[1,3,5,60000,5,0,2]],1,1,1,0,1,1,2,0,2,1,3,0,1,1,4,0,1,2,1,0,1,"a b"]',
   ];
-  // Twice: the second time every unit shape comes from what the first remembered of `params`.
+  // Twice with the store's shapes: the second time every unit shape comes from what the first remembered of `params`.
   expect(args()).toEqual(expected);
   expect(args()).toEqual(expected);
 });

@@ -43,8 +43,9 @@ export class DecisionScripts {
   }
 
   /**
-   * `call` (`calls` in one of decide.lua's modes, as redis-codec.ts's `ownCall` writes it) as a call of its own: a prepared command
-   * (which a client's auto-pipeline may group), or the one-policy function where the library is loaded.
+   * `call` (`calls` in one of decide.lua's modes, as redis-codec.ts's `ownCall` writes it) as a call of its own:
+   * a prepared command (which a client's auto-pipeline may group), or the one-policy function where the library
+   * is loaded.
    */
   sendOwn(calls: readonly RateLimitCall[], call: OwnCall): Promise<unknown> {
     const name = calls[0].algorithm.name;

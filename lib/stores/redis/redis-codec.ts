@@ -51,6 +51,9 @@ export class DecideCall {
   private shapesJson = '';
   private json = '';
 
+  /** @param unitShapes the store's remembered unit shapes (a call of its own may make its own). */
+  constructor(private readonly unitShapes = new UnitShapes()) {}
+
   /** Appends one decision of `calls` (one tracker's policies) in `mode` (`c`, `p`, `r`, `b` or `x`). */
   add(calls: readonly RateLimitCall[], mode: string): this {
     let json = `,${MODE_NUMBER[mode]},${calls.length}`;
@@ -58,7 +61,7 @@ export class DecideCall {
       this.keys.push(stateKey, blockKey);
       const shape =
         cost === 1 && !hold && escalate === undefined && params.periods === undefined
-          ? unitShape(algorithm.id, params, blockForMs)
+          ? this.unitShapes.get(algorithm.id, params, blockForMs)
           : shapeOf(algorithm.id, cost, params, blockForMs, escalate, hold);
       let index = this.shapes.get(shape);
       if (index === undefined) {
@@ -95,18 +98,20 @@ function shapeOf(
 }
 
 /**
- * The shape of a plain decision of one unit (a fixed window, no escalation, no hold) by its params, made once per
- * params rather than per decision: each shape string made anew costs its number conversions and its hash in
- * {@link DecideCall}'s map, and the garbage of every decision in a batch.
+ * The shapes of plain decisions of one unit (a fixed window, no escalation, no hold), by their params: made once
+ * per params rather than per decision, since each shape string made anew costs its number conversions, its hash in
+ * {@link DecideCall}'s map, and garbage for every decision of a batch. One per store, handed to each call.
  */
-const UNIT_SHAPES = new WeakMap<AlgorithmParams, { id: number; blockForMs: number; shape: string }>();
+export class UnitShapes {
+  private readonly byParams = new WeakMap<AlgorithmParams, { id: number; blockForMs: number; shape: string }>();
 
-function unitShape(id: number, params: AlgorithmParams, blockForMs: number): string {
-  const known = UNIT_SHAPES.get(params);
-  if (known !== undefined && known.id === id && known.blockForMs === blockForMs) return known.shape;
-  const shape = shapeOf(id, 1, params, blockForMs, undefined);
-  UNIT_SHAPES.set(params, { id, blockForMs, shape });
-  return shape;
+  get(id: number, params: AlgorithmParams, blockForMs: number): string {
+    const known = this.byParams.get(params);
+    if (known !== undefined && known.id === id && known.blockForMs === blockForMs) return known.shape;
+    const shape = shapeOf(id, 1, params, blockForMs, undefined);
+    this.byParams.set(params, { id, blockForMs, shape });
+    return shape;
+  }
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   parseDecision,
   parseOnePolicyReply,
   REPLY_PER_CALL,
+  UnitShapes,
 } from './redis-codec';
 import { DecisionScripts } from './decision-scripts';
 import { cannotRunAcrossSlots, NOT_HERE, nothingRan, OUTAGE_REPLY } from './script-replies';
@@ -66,6 +67,7 @@ export class ScriptDispatcher {
   /** Policy decisions in {@link queue} (a batch leaves at {@link MAX_BATCH}). */
   private queuedPolicies = 0;
   private readonly clock = new ServerClock();
+  private readonly unitShapes = new UnitShapes();
 
   constructor(
     private readonly transport: RedisScriptTransport,
@@ -147,7 +149,7 @@ export class ScriptDispatcher {
         .catch((error: unknown) => this.explainError(first.calls, error).then(first.reject, first.reject));
       return;
     }
-    const call = new DecideCall();
+    const call = new DecideCall(this.unitShapes);
     for (const { calls, mode } of batch) call.add(calls, mode);
     this.transport
       .evalScript(this.scripts.anyAlgorithm, call.keys, call.args)
@@ -198,7 +200,7 @@ export class ScriptDispatcher {
    * charged anything, and goes again ({@link sendAgain}).
    */
   private sendBatchAcrossSlots(batch: Queued[]): void {
-    const call = new DecideCall();
+    const call = new DecideCall(this.unitShapes);
     for (const { calls, mode } of batch) call.add(calls, mode);
     const prefix = this.transport.keyPrefix;
     const args = [...call.args, ...(prefix === '' ? call.keys : call.keys.map((key) => prefix + key))];
