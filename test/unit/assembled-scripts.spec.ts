@@ -78,8 +78,8 @@ test("decide.lua's argument: each distinct shape once, a unit decision's shape t
     refundable: false,
   };
   const shapes = new UnitShapes();
-  const args = () =>
-    new DecideCall(shapes)
+  const args = (unitShapes?: UnitShapes) =>
+    new DecideCall(unitShapes)
       .add([call], 'c')
       .add([{ ...call, blockForMs: 1_000 }], 'c')
       .add([{ ...call, algorithm: registry.get('gcra') }], 'p')
@@ -89,6 +89,8 @@ test("decide.lua's argument: each distinct shape once, a unit decision's shape t
     '[[[1,1,5,60000,5,0],[1,1,5,60000,5,1000],[5,1,5,60000,5,0],[1,3,5,60000,5,0,2]],1,1,1,0,1,1,2,0,2,1,3,0,1,1,4,0,1,2,1,0,1,"a b"]',
   ];
   // Twice with the store's shapes: the second time every unit shape comes from what the first remembered of `params`.
-  expect(args()).toEqual(expected);
+  expect(args(shapes)).toEqual(expected);
+  expect(args(shapes)).toEqual(expected);
+  // A call of its own makes every shape.
   expect(args()).toEqual(expected);
 });

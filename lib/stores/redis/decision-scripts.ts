@@ -13,8 +13,11 @@ import type { RedisScriptTransport, ScriptRunner } from './transports/redis-tran
  * decide.lua across slots for a Cluster master's batch. How decisions are batched is the dispatcher's.
  */
 export class DecisionScripts {
-  /** Per algorithm: one policy's decision (one-policy script), and one policy's refund, lockout or penalty (decide.lua). */
-  private readonly onePolicy = new Map<string, { script: LuaScript; run: ScriptRunner }>();
+  /**
+   * Per algorithm: one policy's decision (one-policy script: `run` prepared for the auto-pipeline, `send` written
+   * at once), and one policy's refund, lockout or penalty (decide.lua).
+   */
+  private readonly onePolicy = new Map<string, { script: LuaScript; run: ScriptRunner; send: ScriptRunner }>();
   private readonly algorithm = new Map<string, { script: LuaScript; run: ScriptRunner }>();
   /** decide.lua holding every algorithm; `anyAlgorithmRun[n]` calls it with n policies' keys. */
   readonly anyAlgorithm: LuaScript;
@@ -23,15 +26,16 @@ export class DecisionScripts {
   readonly acrossSlots: LuaScript;
   private readonly functions: OnePolicyFunctions;
 
-  constructor(
-    private readonly transport: RedisScriptTransport,
-    algorithms: readonly RateLimitAlgorithm[],
-  ) {
+  constructor(transport: RedisScriptTransport, algorithms: readonly RateLimitAlgorithm[]) {
     for (const algorithm of algorithms) {
       const { name, keyTag } = algorithm;
       const one = luaScript(composeOnePolicyScript(algorithm));
       const own = luaScript(composeDecideScript([algorithm]));
-      this.onePolicy.set(name, { script: one, run: transport.prepare(one, decisionKeyCount(1), `rlDecideOne_${keyTag}`) });
+      this.onePolicy.set(name, {
+        script: one,
+        run: transport.prepare(one, decisionKeyCount(1), `rlDecideOne_${keyTag}`),
+        send: (keys, args) => transport.evalScript(one, keys, args),
+      });
       this.algorithm.set(name, { script: own, run: transport.prepare(own, decisionKeyCount(1), `rlDecide_${keyTag}`) });
     }
     this.anyAlgorithm = luaScript(composeDecideScript(algorithms));
@@ -63,8 +67,7 @@ export class DecisionScripts {
         ),
       );
     }
-    const asFunction =
-      call.script === 'one-policy' ? this.functions.call(name, call.keys, call.args, true, () => run(call.keys, call.args)) : undefined;
+    const asFunction = call.script === 'one-policy' ? this.functions.call(name, call.keys, call.args, true, run) : undefined;
     return asFunction ?? run(call.keys, call.args);
   }
 
@@ -73,8 +76,8 @@ export class DecisionScripts {
    * which would hold it for another turn): the function where the library is loaded, else the script.
    */
   sendOnePolicy(algorithm: string, keys: string[], args: string[]): Promise<unknown> {
-    const byScript = () => this.transport.evalScript(this.onePolicy.get(algorithm)!.script, keys, args);
-    return this.functions.call(algorithm, keys, args, false, byScript) ?? byScript();
+    const { send } = this.onePolicy.get(algorithm)!;
+    return this.functions.call(algorithm, keys, args, false, send) ?? send(keys, args);
   }
 
   /** The script a call of its own runs, for a pipeline (which sends scripts, not prepared commands). */

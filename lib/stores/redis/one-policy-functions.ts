@@ -1,6 +1,6 @@
 import type { RateLimitAlgorithm } from '../../algorithms/algorithm.interface';
 import { composeOnePolicyLibrary, type OnePolicyLibrary } from './redis-scripts';
-import { isNoFunction, isServerReply, type RedisScriptTransport } from './transports/redis-transport';
+import { isNoFunction, isServerReply, type RedisScriptTransport, type ScriptRunner } from './transports/redis-transport';
 
 /** After a load that failed on the way (not refused by the server), how long before the next try, ms. */
 const RETRY_LOAD_MS = 5_000;
@@ -30,15 +30,9 @@ export class OnePolicyFunctions {
   /**
    * One decision of `algorithm`'s one-policy script as a function call (through the client's auto-pipeline when
    * `pipelined`), or `undefined` when it must go by script (no library, or not loaded yet: a load starts).
-   * `byScript` sends it by script when the server lost the library.
+   * `byScript` sends it by script when the server lost the library (the caller's runner, made once, not per call).
    */
-  call(
-    algorithm: string,
-    keys: string[],
-    args: string[],
-    pipelined: boolean,
-    byScript: () => Promise<unknown>,
-  ): Promise<unknown> | undefined {
+  call(algorithm: string, keys: string[], args: string[], pipelined: boolean, byScript: ScriptRunner): Promise<unknown> | undefined {
     if (this.state !== 'loaded') {
       this.load();
       return undefined;
@@ -47,7 +41,7 @@ export class OnePolicyFunctions {
       if (!isNoFunction(error)) throw error;
       this.state = 'unloaded';
       this.load();
-      return byScript();
+      return byScript(keys, args);
     });
   }
 

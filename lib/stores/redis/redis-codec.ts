@@ -51,8 +51,8 @@ export class DecideCall {
   private shapesJson = '';
   private json = '';
 
-  /** @param unitShapes the store's remembered unit shapes (a call of its own may make its own). */
-  constructor(private readonly unitShapes = new UnitShapes()) {}
+  /** @param unitShapes the store's remembered unit shapes; without them (a call of its own), each shape is made. */
+  constructor(private readonly unitShapes?: UnitShapes) {}
 
   /** Appends one decision of `calls` (one tracker's policies) in `mode` (`c`, `p`, `r`, `b` or `x`). */
   add(calls: readonly RateLimitCall[], mode: string): this {
@@ -60,7 +60,7 @@ export class DecideCall {
     for (const { algorithm, cost, params, blockForMs, escalate, token, stateKey, blockKey, hold } of calls) {
       this.keys.push(stateKey, blockKey);
       const shape =
-        cost === 1 && !hold && escalate === undefined && params.periods === undefined
+        this.unitShapes !== undefined && cost === 1 && !hold && escalate === undefined && params.periods === undefined
           ? this.unitShapes.get(algorithm.id, params, blockForMs)
           : shapeOf(algorithm.id, cost, params, blockForMs, escalate, hold);
       let index = this.shapes.get(shape);
